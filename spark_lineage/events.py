@@ -1,0 +1,269 @@
+"""OpenLineage run events for the application run and for each query run, built from plain lineage records
+with openlineage-python's event and facet classes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from uuid import UUID
+
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    datasource_dataset,
+    error_message_run,
+    extraction_error_run,
+    job_type_job,
+    lifecycle_state_change_dataset,
+    output_statistics_output_dataset,
+    parent_run,
+    processing_engine_run,
+    schema_dataset,
+    sql_job,
+    symlinks_dataset,
+)
+from openlineage.client.uuid import generate_new_uuid
+
+from spark_lineage import naming
+from spark_lineage._version import __version__
+from spark_lineage.config import LineageConfig, ParentJob
+from spark_lineage.facets import PRODUCER, SparkApplicationDetailsRunFacet, SparkPropertiesRunFacet
+from spark_lineage.lineage import DatasetLineage, QueryLineage, SchemaField
+from spark_lineage.plan import CapturedQuery, SessionInfo
+
+
+def iso_time(epoch_ms: int) -> str:
+    return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id(epoch_ms: int) -> str:
+    """A UUIDv7 whose time part is when the run started."""
+    return str(generate_new_uuid(dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc)))
+
+
+class EventBuilder:
+    """Builds the events of one lineage-enabled session: one application run, and a run per query."""
+
+    def __init__(self, config: LineageConfig, session: SessionInfo, app_run_id: str) -> None:
+        self.config = config
+        self.session = session
+        self.app_run_id = app_run_id
+        self.app_job_name = naming.normalize_job_name(config.app_name or session.app_name) or "unknown"
+
+    # --- application run -----------------------------------------------------------------------------------
+
+    def application_event(
+        self, state: RunState, epoch_ms: int, *, error: str | None = None, stack: str | None = None
+    ) -> RunEvent:
+        run_facets: dict[str, Any] = self._common_run_facets()
+        if self.config.parent is not None:
+            run_facets["parent"] = self._parent_facet(self.config.parent)
+        if state == RunState.START:
+            run_facets["spark_applicationDetails"] = self._application_details()
+        if error is not None:
+            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+                message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
+            )
+        job_facets = {"jobType": self._job_type("APPLICATION", "NONE")}
+        return self._event(state, epoch_ms, self.app_run_id, self.app_job_name, run_facets, job_facets)
+
+    # --- query runs ----------------------------------------------------------------------------------------
+
+    def query_job_name(self, query: CapturedQuery, lineage: QueryLineage) -> str:
+        """``<app>.<physical root node>[.<output suffix>]``, as openlineage-spark names SQL jobs."""
+        node = query.executed_node or (query.plan.root.simple_name if query.plan else query.func_name)
+        name = f"{self.app_job_name}.{naming.normalize_job_name(node)}"
+        if self.config.append_dataset_name and lineage.job_suffix:
+            name += "." + lineage.job_suffix.replace(".", "_")
+        return name
+
+    def query_events(self, query: CapturedQuery, lineage: QueryLineage) -> list[RunEvent]:
+        """START then COMPLETE, or START then FAIL, for one query, sharing one run id."""
+        run_id = new_run_id(query.start_ms)
+        job_name = self.query_job_name(query, lineage)
+        job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "BATCH")}
+        if query.sql:
+            job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
+        run_facets = self._common_run_facets()
+        run_facets["parent"] = self._parent_facet(
+            ParentJob(self.config.namespace, self.app_job_name, self.app_run_id)
+        )
+        if lineage.errors:
+            run_facets["extractionError"] = extraction_error_run.ExtractionErrorRunFacet(
+                totalTasks=len(lineage.errors),
+                failedTasks=len(lineage.errors),
+                errors=[
+                    extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in lineage.errors
+                ],
+                producer=PRODUCER,
+            )
+        start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
+        inputs = [self._input(d) for d in lineage.inputs]
+        start = self._event(
+            RunState.START,
+            query.start_ms,
+            run_id,
+            job_name,
+            start_facets,
+            job_facets,
+            inputs=inputs,
+            outputs=[self._output(d, None) for d in lineage.outputs],
+        )
+        end_facets = dict(run_facets)
+        if query.succeeded:
+            state = RunState.COMPLETE
+            outputs = [self._output(d, query.metrics) for d in lineage.outputs]
+        else:
+            state = RunState.FAIL
+            outputs = [self._output(d, None) for d in lineage.outputs]
+            end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+                message=query.error or "query failed",
+                programmingLanguage="JAVA",
+                stackTrace=query.error_stack,
+                producer=PRODUCER,
+            )
+        end = self._event(
+            state, query.end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs
+        )
+        return [start, end]
+
+    # --- pieces --------------------------------------------------------------------------------------------
+
+    def _event(
+        self,
+        state: RunState,
+        epoch_ms: int,
+        run_id: str,
+        job_name: str,
+        run_facets: dict[str, Any],
+        job_facets: dict[str, Any],
+        *,
+        inputs: list[InputDataset] | None = None,
+        outputs: list[OutputDataset] | None = None,
+    ) -> RunEvent:
+        return RunEvent(
+            eventType=state,
+            eventTime=iso_time(epoch_ms),
+            run=Run(runId=run_id, facets=self._enabled(run_facets)),
+            job=Job(namespace=self.config.namespace, name=job_name, facets=self._enabled(job_facets)),
+            inputs=inputs or [],
+            outputs=outputs or [],
+            producer=PRODUCER,
+        )
+
+    def _enabled(self, facets: dict[str, Any]) -> dict[str, Any]:
+        return {name: facet for name, facet in facets.items() if self.config.facet_enabled(name)}
+
+    def _common_run_facets(self) -> dict[str, Any]:
+        conf = self.session.conf
+        properties = {key: conf[key] for key in self.config.captured_properties if key in conf}
+        return {
+            "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
+                version=self.session.spark_version,
+                name="spark",
+                openlineageAdapterVersion=__version__,
+                producer=PRODUCER,
+            ),
+            "spark_properties": SparkPropertiesRunFacet(properties=properties, producer=PRODUCER),
+        }
+
+    def _application_details(self) -> SparkApplicationDetailsRunFacet:
+        s = self.session
+        return SparkApplicationDetailsRunFacet(
+            master=s.master,
+            appName=s.app_name,
+            applicationId=s.app_id,
+            deployMode=s.deploy_mode,
+            driverHost=s.driver_host,
+            userName=s.user,
+            uiWebUrl=s.ui_url,
+            producer=PRODUCER,
+        )
+
+    def _job_type(self, job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
+        return job_type_job.JobTypeJobFacet(
+            processingType=processing, integration="SPARK", jobType=job_type, producer=PRODUCER
+        )
+
+    def _parent_facet(self, parent: ParentJob) -> parent_run.ParentRunFacet:
+        root = self.config.root_parent or self.config.parent or parent
+        return parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=parent.run_id),
+            job=parent_run.Job(namespace=parent.namespace, name=parent.name),
+            root=parent_run.Root(
+                run=parent_run.RootRun(runId=root.run_id),
+                job=parent_run.RootJob(namespace=root.namespace, name=root.name),
+            ),
+            producer=PRODUCER,
+        )
+
+    def _dataset_facets(self, dataset: DatasetLineage) -> dict[str, Any]:
+        ns = dataset.identifier.namespace
+        facets: dict[str, Any] = {
+            "dataSource": datasource_dataset.DatasourceDatasetFacet(name=ns, uri=ns, producer=PRODUCER),
+        }
+        if dataset.schema is not None:
+            facets["schema"] = schema_dataset.SchemaDatasetFacet(
+                fields=[_schema_field(f) for f in dataset.schema], producer=PRODUCER
+            )
+        if dataset.symlinks:
+            facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+                identifiers=[
+                    symlinks_dataset.Identifier(namespace=s.namespace, name=s.name, type=s.type)
+                    for s in dataset.symlinks
+                ],
+                producer=PRODUCER,
+            )
+        if dataset.lifecycle is not None:
+            previous = None
+            if dataset.previous is not None:
+                previous = lifecycle_state_change_dataset.PreviousIdentifier(
+                    name=dataset.previous.name, namespace=dataset.previous.namespace
+                )
+            facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+                lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(dataset.lifecycle),
+                previousIdentifier=previous,
+                producer=PRODUCER,
+            )
+        facets.update(dataset.extra_facets)
+        return self._enabled(facets)
+
+    def _input(self, dataset: DatasetLineage) -> InputDataset:
+        return InputDataset(
+            namespace=dataset.identifier.namespace,
+            name=dataset.identifier.name,
+            facets=self._dataset_facets(dataset),
+        )
+
+    def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
+        output_facets: dict[str, Any] = {}
+        if metrics and ("numOutputRows" in metrics or "numOutputBytes" in metrics):
+            output_facets["outputStatistics"] = (
+                output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                    rowCount=metrics.get("numOutputRows"),
+                    size=metrics.get("numOutputBytes"),
+                    fileCount=metrics.get("numFiles"),
+                    producer=PRODUCER,
+                )
+            )
+        return OutputDataset(
+            namespace=dataset.identifier.namespace,
+            name=dataset.identifier.name,
+            facets=self._dataset_facets(dataset),
+            outputFacets=self._enabled(output_facets),
+        )
+
+
+def _schema_field(field: SchemaField) -> schema_dataset.SchemaDatasetFacetFields:
+    return schema_dataset.SchemaDatasetFacetFields(
+        name=field.name,
+        type=field.type,
+        fields=[_schema_field(f) for f in field.fields] or None,
+    )
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        UUID(value)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,49 @@
+"""Facet classes this library emits beyond openlineage-python's generated ones, and the producer URI.
+
+Custom facets follow openlineage-python's pattern: attrs subclasses of its facet base classes that override
+``_get_schema()``. Facets defined by an OpenLineage spec file point at that file; Spark-specific facets that
+openlineage-spark emits without a spec file of their own point at the core ``RunFacet`` definition, as the
+reference does.
+"""
+
+from __future__ import annotations
+
+import attr
+from openlineage.client.generated.base import RunFacet
+
+from spark_lineage._version import __version__
+
+PRODUCER = f"https://pypi.org/project/spark-lineage/{__version__}"
+"""Identifies this library in every event's ``producer`` and every facet's ``_producer``."""
+
+_RUN_FACET_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"
+
+
+@attr.define
+class SparkPropertiesRunFacet(RunFacet):
+    """``spark_properties``: the Spark confs named by ``spark.openlineage.capturedProperties``."""
+
+    properties: dict[str, str] = attr.field(factory=dict)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return _RUN_FACET_SCHEMA
+
+
+@attr.define
+class SparkApplicationDetailsRunFacet(RunFacet):
+    """``spark_applicationDetails``: which Spark application ran the job."""
+
+    master: str | None = None
+    appName: str | None = None
+    applicationId: str | None = None
+    deployMode: str | None = None
+    driverHost: str | None = None
+    userName: str | None = None
+    uiWebUrl: str | None = None
+    proxyUrl: str | None = None
+    historyUrl: str | None = None
+
+    @staticmethod
+    def _get_schema() -> str:
+        return _RUN_FACET_SCHEMA

@@ -1,0 +1,129 @@
+"""The handler contract, and the helpers handlers share.
+
+A handler turns one kind of captured JVM object into datasets. It says which classes it handles
+(``class_names``, simple names so one handler serves Spark 3.5 and 4.x), which values it needs from them
+(``probes``, evaluated by the py4j edge), and what those values mean (``inputs``, ``outputs``,
+``job_suffix``). Handlers never touch the JVM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from spark_lineage import naming
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
+from spark_lineage.plan import CapturedNode, Probe
+
+
+class NodeHandler:
+    """Base class: a handler that finds nothing. Subclasses override what applies to their nodes."""
+
+    class_names: tuple[str, ...] = ()
+    probes: ClassVar[Mapping[str, Probe]] = {}
+    reports_write_metrics: ClassVar[bool] = False
+    """True for write commands: the edge then reads the execution's SQL metrics (rows, bytes, files)."""
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        return []
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        return []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        """The last part of the job name, as openlineage-spark derives it from this root node."""
+        return None
+
+
+def schema_fields(schema_json: str | None) -> list[SchemaField] | None:
+    """A Spark ``StructType`` JSON as schema fields, with Spark's type names (``integer``, ``decimal``)."""
+    if not schema_json:
+        return None
+    try:
+        parsed = json.loads(schema_json)
+    except ValueError:
+        return None
+    return [_field(item["name"], item["type"]) for item in parsed.get("fields", [])]
+
+
+def _field(name: str, spark_type: Any) -> SchemaField:
+    if isinstance(spark_type, str):
+        return SchemaField(name, spark_type.split("(", 1)[0])
+    kind = spark_type.get("type", "unknown")
+    if kind == "struct":
+        return SchemaField(name, "struct", tuple(_field(f["name"], f["type"]) for f in spark_type["fields"]))
+    if kind == "array":
+        return SchemaField(name, "array", (_field("_element", spark_type["elementType"]),))
+    if kind == "map":
+        return SchemaField(
+            name, "map", (_field("key", spark_type["keyType"]), _field("value", spark_type["valueType"]))
+        )
+    return SchemaField(name, str(kind))
+
+
+CATALOG_TABLE_PROBES: Mapping[str, Probe] = {
+    "info": Probe(("toLinkedHashMap",), "map"),
+    "schema": Probe(("schema", "json")),
+}
+
+
+def table_dataset(
+    table: CapturedNode | None,
+    ctx: AnalysisContext,
+    *,
+    location: str | None = None,
+    lifecycle: str | None = None,
+    schema_json: str | None = None,
+) -> DatasetLineage | None:
+    """The dataset for a session-catalog table: its location is the dataset, its ``db.table`` a symlink.
+
+    ``table`` is a captured ``CatalogTable`` (probed, or looked up by the edge). A table that is gone by the
+    time we look (after DROP) is placed where this session last saw it, else where the catalog would put it.
+    """
+    if table is None:
+        if location is None:
+            return None
+        return DatasetLineage(
+            naming.from_location(location), schema=schema_fields(schema_json), lifecycle=lifecycle
+        )
+    info: Mapping[str, str] = table.get("info", {})
+    database = info.get("Database") or table.get("database")
+    name = info.get("Table") or table.get("table")
+    key = f"{database}.{name}" if database else str(name)
+    location = (
+        location
+        or info.get("Location")
+        or ctx.table_locations.get(key)
+        or table.get("defaultLocation")
+        or (
+            naming.default_table_location(ctx.session.warehouse, database, name)
+            if ctx.session.warehouse and name
+            else None
+        )
+    )
+    if location is None or name is None:
+        ctx.errors.append(f"no location known for table {key}")
+        return None
+    ctx.table_locations[key] = location
+    dataset = DatasetLineage(
+        naming.from_location(location),
+        schema=schema_fields(schema_json or table.get("schema")),
+        lifecycle=lifecycle,
+    )
+    symlink = naming.warehouse_symlink(location, ctx.session.warehouse, database, name)
+    if symlink:
+        dataset.symlinks.append(symlink)
+    return dataset
+
+
+def table_suffix(table: CapturedNode | None) -> str | None:
+    """``db_table``: the job-name suffix openlineage-spark gives commands that create a table."""
+    if table is None:
+        return None
+    info: Mapping[str, str] = table.get("info", {})
+    database = info.get("Database") or table.get("database")
+    name = info.get("Table") or table.get("table")
+    if not name:
+        return None
+    return f"{database}_{name}" if database else str(name)

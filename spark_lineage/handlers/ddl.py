@@ -1,0 +1,135 @@
+"""DDL on session-catalog tables: datasets created, dropped, truncated, renamed and altered.
+
+Spark calls the listener after a command ran, so a dropped or renamed-away table is looked up after it is
+gone; :func:`~spark_lineage.handlers.base.table_dataset` then places it where this session last saw it.
+"""
+
+from __future__ import annotations
+
+from spark_lineage import naming
+from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
+from spark_lineage.handlers.registry import register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage
+from spark_lineage.naming import DatasetIdentifier
+from spark_lineage.plan import CapturedNode, Probe
+
+SESSION_CATALOG = "spark_catalog"
+
+
+class TableCommandHandler(NodeHandler):
+    """A command on one table, named by the ``table`` probe, with a fixed lifecycle state."""
+
+    lifecycle: str = "ALTER"
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        if node.get("isView") is True:
+            return []
+        dataset = table_dataset(node.get("table"), ctx, lifecycle=self.lifecycle)
+        return [dataset] if dataset else []
+
+
+@register
+class CreateTableCommandHandler(TableCommandHandler):
+    """``CREATE TABLE`` without a query."""
+
+    class_names = ("CreateDataSourceTableCommand", "CreateTableCommand")
+    probes = {"table": Probe(("table", "identifier"), "table")}
+    lifecycle = "CREATE"
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        return table_suffix(node.get("table"))
+
+
+@register
+class DropTableCommandHandler(TableCommandHandler):
+    """``DROP TABLE`` as a V1 command."""
+
+    class_names = ("DropTableCommand",)
+    probes = {"table": Probe(("tableName",), "table"), "isView": Probe(("isView",))}
+    lifecycle = "DROP"
+
+
+@register
+class DropTableHandler(TableCommandHandler):
+    """``DROP TABLE`` as a V2 command over a resolved identifier; session-catalog tables only here."""
+
+    class_names = ("DropTable",)
+    probes = {
+        "catalog": Probe(("child", "catalog", "name")),
+        "table": Probe(("child", "identifier", "toString"), "table"),
+    }
+    lifecycle = "DROP"
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        if node.get("catalog", SESSION_CATALOG) != SESSION_CATALOG:
+            return []
+        return super().outputs(node, ctx)
+
+
+@register
+class TruncateTableCommandHandler(TableCommandHandler):
+    """``TRUNCATE TABLE``."""
+
+    class_names = ("TruncateTableCommand",)
+    probes = {"table": Probe(("tableName",), "table")}
+    lifecycle = "TRUNCATE"
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        dataset = table_dataset(node.get("table"), ctx)
+        return naming.path_job_suffix(dataset.identifier.name) if dataset else None
+
+
+@register
+class AlterTableRenameCommandHandler(NodeHandler):
+    """``ALTER TABLE ... RENAME TO``: the renamed table, with the identity it had before."""
+
+    class_names = ("AlterTableRenameCommand",)
+    probes = {
+        "table": Probe(("newName",), "table"),
+        "oldTable": Probe(("oldName", "table")),
+        "isView": Probe(("isView",)),
+    }
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        table: CapturedNode | None = node.get("table")
+        if node.get("isView") is True or table is None:
+            return []
+        dataset = table_dataset(table, ctx, lifecycle="RENAME")
+        if dataset is None:
+            return []
+        new_name, old_name = table.get("table"), node.get("oldTable")
+        if new_name and old_name:
+            # openlineage-spark derives the old identity by substituting the table name in the new location.
+            dataset.previous = DatasetIdentifier(
+                dataset.identifier.namespace, dataset.identifier.name.replace(new_name, old_name)
+            )
+        return [dataset]
+
+
+@register
+class AlterTableHandler(TableCommandHandler):
+    """Other ``ALTER TABLE`` commands that name their table ``tableName``."""
+
+    class_names = (
+        "AlterTableSetPropertiesCommand",
+        "AlterTableUnsetPropertiesCommand",
+        "AlterTableChangeColumnCommand",
+        "AlterTableSetLocationCommand",
+        "AlterTableSerDePropertiesCommand",
+        "AlterTableAddPartitionCommand",
+        "AlterTableDropPartitionCommand",
+        "AlterTableRenamePartitionCommand",
+        "AlterTableRecoverPartitionsCommand",
+        "RepairTableCommand",
+    )
+    probes = {"table": Probe(("tableName",), "table"), "isView": Probe(("isView",))}
+    lifecycle = "ALTER"
+
+
+@register
+class AlterTableAddColumnsHandler(TableCommandHandler):
+    """``ALTER TABLE ... ADD COLUMNS``, whose command names its table ``table``."""
+
+    class_names = ("AlterTableAddColumnsCommand",)
+    probes = {"table": Probe(("table",), "table")}
+    lifecycle = "ALTER"

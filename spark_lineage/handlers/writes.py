@@ -1,0 +1,95 @@
+"""Commands that write data to files and session-catalog tables."""
+
+from __future__ import annotations
+
+from spark_lineage import naming
+from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
+from spark_lineage.handlers.registry import register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage
+from spark_lineage.plan import CapturedNode, Probe
+
+
+@register
+class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
+    """``df.write.parquet(...)``, ``insertInto``, ``INSERT INTO/OVERWRITE`` a file-based table."""
+
+    class_names = ("InsertIntoHadoopFsRelationCommand",)
+    probes = {
+        "outputPath": Probe(("outputPath",)),
+        "mode": Probe(("mode",)),
+        "catalogTable": Probe(("catalogTable", "?"), "node"),
+        "schema": Probe(("query", "schema", "json")),
+    }
+    reports_write_metrics = True
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        lifecycle = "OVERWRITE" if node.get("mode") == "Overwrite" else None
+        dataset = table_dataset(
+            node.get("catalogTable"),
+            ctx,
+            location=node.get("outputPath"),
+            lifecycle=lifecycle,
+            schema_json=node.get("schema"),
+        )
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        path = node.get("outputPath")
+        return naming.path_job_suffix(naming.from_location(path).name) if path else None
+
+
+@register
+class InsertIntoHiveTableHandler(NodeHandler):
+    """``INSERT INTO/OVERWRITE`` a Hive-format table."""
+
+    class_names = ("InsertIntoHiveTable",)
+    probes = {
+        "table": Probe(("table",), "node"),
+        "overwrite": Probe(("overwrite",)),
+        "schema": Probe(("query", "schema", "json")),
+    }
+    reports_write_metrics = True
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        lifecycle = "OVERWRITE" if node.get("overwrite") is True else None
+        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        dataset = table_dataset(node.get("table"), ctx)
+        return naming.path_job_suffix(dataset.identifier.name) if dataset else None
+
+
+@register
+class CreateTableAsSelectCommandHandler(NodeHandler):
+    """``CREATE TABLE ... AS SELECT`` and ``saveAsTable`` into the session catalog. Spark runs the write
+    itself as a nested insert, which is reported as a query of its own, as the reference does."""
+
+    class_names: tuple[str, ...] = ("CreateDataSourceTableAsSelectCommand",)
+    probes = {
+        "table": Probe(("table", "identifier"), "table"),
+        "query": Probe(("query",), "plan"),
+    }
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        query = node.get("query")
+        return ctx.inputs_of(query, ctx) if query is not None else []
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        lifecycle = "OVERWRITE" if node.simple_name.startswith("Optimized") else "CREATE"
+        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle)
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        return table_suffix(node.get("table"))
+
+
+@register
+class CreateHiveTableAsSelectCommandHandler(CreateTableAsSelectCommandHandler):
+    """``CREATE TABLE ... STORED AS ... AS SELECT`` with Hive support."""
+
+    class_names = ("CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand")
+    probes = {
+        "table": Probe(("tableDesc", "identifier"), "table"),
+        "query": Probe(("query",), "plan"),
+    }

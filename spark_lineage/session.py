@@ -1,0 +1,308 @@
+"""Lineage for one SparkSession: the listener, the two workers, the application run, and shutdown.
+
+Threads involved, and what each may do:
+
+- Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, which only queues;
+- the *analysis* worker reads the JVM (through the bridge), analyzes, and builds events;
+- the *delivery* worker hands events to the openlineage-python client, one at a time, so the events of a
+  run reach the backend in order and a slow backend never holds up analysis.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from openlineage.client.event_v2 import RunEvent, RunState
+
+from spark_lineage import analysis, handlers
+from spark_lineage.config import LineageConfig
+from spark_lineage.events import EventBuilder, new_run_id
+from spark_lineage.jvm import JvmBridge, PendingQuery, QueryListener
+from spark_lineage.lineage import AnalysisContext, QueryLineage
+from spark_lineage.plan import CapturedQuery
+from spark_lineage.worker import BoundedWorker, ErrorLog
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+
+log = logging.getLogger("spark_lineage")
+
+RECORD_CAPTURES_ENV = "SPARK_LINEAGE_RECORD_CAPTURES"
+"""A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
+
+
+class LineageHandle:
+    """Controls lineage for one SparkSession; returned by :func:`spark_lineage.enable`."""
+
+    def __init__(self, runtime: LineageRuntime | None) -> None:
+        self._runtime = runtime
+
+    @property
+    def enabled(self) -> bool:
+        return self._runtime is not None and self._runtime.active
+
+    @property
+    def app_run_id(self) -> str | None:
+        """The run id of the application run that query runs point to as their parent."""
+        return self._runtime.app_run_id if self._runtime else None
+
+    @property
+    def config(self) -> LineageConfig | None:
+        return self._runtime.config if self._runtime else None
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Deliver everything queued so far: waits for Spark to hand over finished queries, analyzes them and
+        sends their events. Returns False if ``timeout`` seconds were not enough."""
+        if self._runtime is None:
+            return True
+        return self._runtime.flush(timeout)
+
+    def disable(self, timeout: float | None = None) -> None:
+        """Stop lineage for this session: unregister the listener, deliver what is queued, and complete the
+        application run. ``enable()`` again starts a new application run."""
+        if self._runtime is not None:
+            self._runtime.shutdown(RunState.COMPLETE, timeout=timeout)
+
+    def __repr__(self) -> str:
+        state = "enabled" if self.enabled else "disabled"
+        return f"<spark_lineage handle {state} app_run_id={self.app_run_id}>"
+
+
+class LineageRuntime:
+    """The live machinery behind an enabled handle."""
+
+    def __init__(self, bridge: JvmBridge, config: LineageConfig, client: OpenLineageClient) -> None:
+        self.bridge = bridge
+        self.config = config
+        self.client = client
+        self.errors = ErrorLog()
+        self.session = bridge.session_info()
+        self.started_ms = int(time.time() * 1000)
+        self.app_run_id = new_run_id(self.started_ms)
+        self.events = EventBuilder(config, self.session, self.app_run_id)
+        self.context = AnalysisContext(session=self.session)
+        self.active = False
+        self.context_id = id(bridge.spark_context)
+        self._shutdown_lock = threading.Lock()
+        self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
+        self.analysis_worker: BoundedWorker[PendingQuery] = BoundedWorker(
+            "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
+        )
+        self.delivery_worker: BoundedWorker[RunEvent] = BoundedWorker(
+            "spark_lineage-delivery", self._deliver, config.queue_size * 2, self.errors
+        )
+        self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.delivery_worker.submit(self.events.application_event(RunState.START, self.started_ms))
+        self.bridge.register_listener(self.listener)
+        self.active = True
+
+    def flush(self, timeout: float | None) -> bool:
+        deadline = _Deadline(timeout)
+        if self.active:
+            self.bridge.drain_listener_bus(deadline.millis())
+        analyzed = self.analysis_worker.flush(deadline.seconds())
+        delivered = self.delivery_worker.flush(deadline.seconds())
+        return analyzed and delivered
+
+    def shutdown(
+        self,
+        state: RunState,
+        *,
+        timeout: float | None = None,
+        error: str | None = None,
+        stack: str | None = None,
+    ) -> None:
+        """Unregister, drain, complete (or fail) the application run, and close the client, all within the
+        configured shutdown timeout. Never raises."""
+        with self._shutdown_lock:
+            if not self.active:
+                return
+            self.active = False
+        deadline = _Deadline(self.config.shutdown_timeout if timeout is None else timeout)
+        try:
+            self.bridge.drain_listener_bus(deadline.millis())
+            self.bridge.unregister_listener()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("unregistering the listener", exc)
+        self.analysis_worker.close(deadline.seconds())
+        self.delivery_worker.submit(
+            self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
+        )
+        self.delivery_worker.close(deadline.seconds())
+        lost = self.analysis_worker.dropped + self.delivery_worker.dropped
+        if lost:
+            log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
+        try:
+            self.client.close(max(deadline.seconds() or 0.0, 0.0))
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("closing the transport", exc)
+        _unregister(self)
+
+    # --- worker steps --------------------------------------------------------------------------------------
+
+    def _analyze(self, pending: PendingQuery) -> None:
+        try:
+            query = self.bridge.capture(
+                pending,
+                handlers.probes_for,
+                lambda root, func: analysis.is_reported(
+                    root, func, filter_read_only=self.config.filter_read_only_actions
+                ),
+                analysis.wants_write_metrics,
+            )
+        except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
+            self.errors.report("capturing a query", exc)
+            query = CapturedQuery(
+                func_name=pending.func_name,
+                start_ms=pending.end_ms,
+                end_ms=pending.end_ms,
+                plan=None,
+                capture_errors=[f"capture failed: {exc}"],
+            )
+        finally:
+            pending.query_execution = None  # let the JVM free the plan now
+        if query is None:
+            return
+        self._record(query)
+        try:
+            lineage = analysis.analyze(query, self.context)
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("analyzing a query", exc)
+            lineage = QueryLineage(errors=[f"analysis failed: {exc!r}"])
+        if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage):
+            return
+        for event in self.events.query_events(query, lineage):
+            self.delivery_worker.submit(event)
+
+    def _deliver(self, event: RunEvent) -> None:
+        try:
+            self.client.emit(event)
+        except Exception as exc:  # noqa: BLE001 - a backend that is down must not fail the job
+            self.errors.report("delivering an event", exc)
+
+    def _record(self, query: CapturedQuery) -> None:
+        if not self._record_dir:
+            return
+        try:
+            directory = Path(self._record_dir)
+            directory.mkdir(parents=True, exist_ok=True)
+            name = f"{query.end_ms}-{query.func_name}.json"
+            (directory / name).write_text(json.dumps(query.to_dict(), indent=2, sort_keys=True))
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("recording a capture", exc)
+
+
+class _Deadline:
+    def __init__(self, timeout: float | None) -> None:
+        self._end = None if timeout is None else time.monotonic() + timeout
+
+    def seconds(self) -> float | None:
+        return None if self._end is None else max(self._end - time.monotonic(), 0.0)
+
+    def millis(self) -> int:
+        remaining = self.seconds()
+        return 3_600_000 if remaining is None else int(remaining * 1000)
+
+
+# --- process-wide registry and exit hooks --------------------------------------------------------------------
+
+_lock = threading.RLock()
+_runtimes: dict[str, LineageRuntime] = {}
+_handles: dict[str, LineageHandle] = {}
+_hooks_installed = False
+_uncaught: tuple[str, str] | None = None
+
+
+def handle_for(session_key: str) -> LineageHandle | None:
+    with _lock:
+        handle = _handles.get(session_key)
+        return handle if handle is not None and handle.enabled else None
+
+
+def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> LineageHandle:
+    with _lock:
+        _install_process_hooks()
+        _wrap_context_stop(spark_context)
+        runtime.start()
+        handle = LineageHandle(runtime)
+        _runtimes[session_key] = runtime
+        _handles[session_key] = handle
+        return handle
+
+
+def _unregister(runtime: LineageRuntime) -> None:
+    with _lock:
+        for key, value in list(_runtimes.items()):
+            if value is runtime:
+                del _runtimes[key]
+
+
+def _live_runtimes() -> list[LineageRuntime]:
+    with _lock:
+        return list(_runtimes.values())
+
+
+def _wrap_context_stop(spark_context: Any) -> None:
+    """Run our shutdown before the SparkContext stops, while the JVM can still answer. ``SparkSession.stop``
+    goes through ``SparkContext.stop``, so wrapping the context's method covers both."""
+    if getattr(spark_context.stop, "_spark_lineage_wrapped", False):
+        return
+    original = spark_context.stop
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        for runtime in _live_runtimes():
+            if runtime.context_id == id(spark_context):
+                runtime.shutdown(RunState.COMPLETE)
+        return original(*args, **kwargs)
+
+    stop._spark_lineage_wrapped = True  # type: ignore[attr-defined]
+    spark_context.stop = stop
+
+
+def _install_process_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    previous_hook = sys.excepthook
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        global _uncaught
+        try:
+            if not issubclass(kind, (KeyboardInterrupt, SystemExit)):
+                _uncaught = (
+                    f"{kind.__name__}: {value}",
+                    "".join(traceback.format_exception(kind, value, tb)),
+                )
+        finally:
+            previous_hook(kind, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(_at_exit)
+
+
+def _at_exit() -> None:
+    """Interpreter exit: complete every application run (FAIL after an uncaught exception) within the bounded
+    shutdown time, after draining what Spark still holds for our listener."""
+    for runtime in _live_runtimes():
+        try:
+            if _uncaught is not None:
+                runtime.shutdown(RunState.FAIL, error=_uncaught[0], stack=_uncaught[1])
+            else:
+                runtime.shutdown(RunState.COMPLETE)
+        except BaseException:  # noqa: BLE001 - never disturb interpreter exit
+            pass
