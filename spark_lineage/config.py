@@ -74,8 +74,7 @@ class LineageConfig:
             transport = get_default_factory().create(dict(self.transport))
         except Exception as error:  # the factory raises several types; all mean the same to a user
             raise ConfigError(
-                f"{CONF_PREFIX}transport.* does not make a working '{self.transport.get('type')}' transport: "
-                f"{error}"
+                f"{CONF_PREFIX}transport.* does not make a working '{self.transport.get('type')}' transport: {error}"
             ) from error
         return OpenLineageClient(transport=transport)
 
@@ -128,15 +127,11 @@ def _parse(flat: dict[str, Any]) -> LineageConfig:
 
     namespace = take("namespace") or os.environ.get("OPENLINEAGE_NAMESPACE") or "default"
     parent = _parent(flat, known, "parentJobNamespace", "parentJobName", "parentRunId", namespace)
-    root_parent = _parent(
-        flat, known, "rootParentJobNamespace", "rootParentJobName", "rootParentRunId", namespace
-    )
+    root_parent = _parent(flat, known, "rootParentJobNamespace", "rootParentJobName", "rootParentRunId", namespace)
 
     captured = take("capturedProperties")
     captured_properties = (
-        tuple(p.strip() for p in _split_list(captured) if p.strip())
-        if captured
-        else DEFAULT_CAPTURED_PROPERTIES
+        tuple(p.strip() for p in _split_list(captured) if p.strip()) if captured else DEFAULT_CAPTURED_PROPERTIES
     )
 
     transport_keys = {k: v for k, v in flat.items() if k == "transport" or k.startswith("transport.")}
@@ -164,9 +159,7 @@ def _parse(flat: dict[str, Any]) -> LineageConfig:
         queue_size=_int_key(flat, known, "python.queueSize", 1000, minimum=1),
         shutdown_timeout=_float_key(flat, known, "python.shutdownTimeoutSeconds", 10.0),
         disabled=_bool_key(flat, known, "disabled", False),
-        iceberg_metrics_reporter_disabled=_bool_key(
-            flat, known, "vendors.iceberg.metricsReporterDisabled", False
-        ),
+        iceberg_metrics_reporter_disabled=_bool_key(flat, known, "vendors.iceberg.metricsReporterDisabled", False),
         unknown_keys=tuple(sorted(k for k in flat if k not in known)),
     )
     return config
@@ -190,9 +183,7 @@ def _parent(
             f"{CONF_PREFIX}{run_key}={run_id!r} is not a UUID; accepted: a run id like "
             "'01890f3e-5c2b-7cc1-9f0e-3d0e2b6f1a2c'."
         )
-    return ParentJob(
-        namespace=str(flat.get(ns_key) or default_ns), name=str(name), run_id=str(run_id).lower()
-    )
+    return ParentJob(namespace=str(flat.get(ns_key) or default_ns), name=str(name), run_id=str(run_id).lower())
 
 
 def _transport(flat: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,9 +195,7 @@ def _transport(flat: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(value, Mapping):
                 nested.update(value)
                 continue
-            raise ConfigError(
-                f"{CONF_PREFIX}transport must be a mapping of transport settings, got {value!r}."
-            )
+            raise ConfigError(f"{CONF_PREFIX}transport must be a mapping of transport settings, got {value!r}.")
         cursor = nested
         for part in parts[:-1]:
             cursor = cursor.setdefault(part, {})
@@ -233,9 +222,7 @@ def _python_transport(spec: dict[str, Any], where: str) -> dict[str, Any]:
     spec["type"] = kind
     if kind in ("http", "async_http"):
         if not spec.get("url"):
-            raise ConfigError(
-                f"{where}.url is required for the {kind} transport, e.g. http://localhost:5000."
-            )
+            raise ConfigError(f"{where}.url is required for the {kind} transport, e.g. http://localhost:5000.")
         if "timeoutInMillis" in spec:
             spec["timeout"] = _float(f"{where}.timeoutInMillis", spec.pop("timeoutInMillis")) / 1000.0
         elif "timeout" in spec:
@@ -257,9 +244,7 @@ def _python_transport(spec: dict[str, Any], where: str) -> dict[str, Any]:
     elif kind == "file":
         location = spec.pop("location", None) or spec.get("log_file_path")
         if not location:
-            raise ConfigError(
-                f"{where}.location is required for the file transport: the file to append events to."
-            )
+            raise ConfigError(f"{where}.location is required for the file transport: the file to append events to.")
         spec["log_file_path"] = str(location)
         spec["append"] = _bool(f"{where}.append", spec.get("append", True))
     elif kind == "kafka":
@@ -274,8 +259,7 @@ def _python_transport(spec: dict[str, Any], where: str) -> dict[str, Any]:
         if not isinstance(transports, Mapping) or not transports:
             raise ConfigError(f"{where}.transports.<name>.type is required for the composite transport.")
         spec["transports"] = {
-            name: _python_transport(dict(sub), f"{where}.transports.{name}")
-            for name, sub in transports.items()
+            name: _python_transport(dict(sub), f"{where}.transports.{name}") for name, sub in transports.items()
         }
         for java_key, py_key in (
             ("continueOnFailure", "continue_on_failure"),
@@ -333,9 +317,7 @@ def _int_key(flat: Mapping[str, Any], known: set[str], key: str, default: int, m
     except ValueError:
         value = minimum - 1
     if value < minimum:
-        raise ConfigError(
-            f"{CONF_PREFIX}{key}={flat[key]!r} is not valid; accepted values: integers >= {minimum}."
-        )
+        raise ConfigError(f"{CONF_PREFIX}{key}={flat[key]!r} is not valid; accepted values: integers >= {minimum}.")
     return value
 
 

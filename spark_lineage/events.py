@@ -84,16 +84,12 @@ class EventBuilder:
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
         run_facets = self._common_run_facets()
-        run_facets["parent"] = self._parent_facet(
-            ParentJob(self.config.namespace, self.app_job_name, self.app_run_id)
-        )
+        run_facets["parent"] = self._parent_facet(ParentJob(self.config.namespace, self.app_job_name, self.app_run_id))
         if lineage.errors:
             run_facets["extractionError"] = extraction_error_run.ExtractionErrorRunFacet(
                 totalTasks=len(lineage.errors),
                 failedTasks=len(lineage.errors),
-                errors=[
-                    extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in lineage.errors
-                ],
+                errors=[extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in lineage.errors],
                 producer=PRODUCER,
             )
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
@@ -121,9 +117,7 @@ class EventBuilder:
                 stackTrace=query.error_stack,
                 producer=PRODUCER,
             )
-        end = self._event(
-            state, query.end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs
-        )
+        end = self._event(state, query.end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs)
         return [start, end]
 
     # --- pieces --------------------------------------------------------------------------------------------
@@ -237,13 +231,11 @@ class EventBuilder:
     def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
         output_facets: dict[str, Any] = {}
         if metrics and ("numOutputRows" in metrics or "numOutputBytes" in metrics):
-            output_facets["outputStatistics"] = (
-                output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                    rowCount=metrics.get("numOutputRows"),
-                    size=metrics.get("numOutputBytes"),
-                    fileCount=metrics.get("numFiles"),
-                    producer=PRODUCER,
-                )
+            output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                rowCount=metrics.get("numOutputRows"),
+                size=metrics.get("numOutputBytes"),
+                fileCount=metrics.get("numFiles"),
+                producer=PRODUCER,
             )
         return OutputDataset(
             namespace=dataset.identifier.namespace,

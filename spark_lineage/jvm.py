@@ -244,15 +244,17 @@ class JvmBridge:
                 name = str(executed.nodeName())
             query.executed_node = name
             if wants_metrics:
+                # Adaptive execution wraps the write: its final plan (Spark 4 adds a result stage around it)
+                # holds the command and its metrics.
                 if name.startswith("AdaptiveSparkPlan"):
                     executed = executed.executedPlan()
+                    if str(executed.nodeName()).startswith("ResultQueryStage"):
+                        executed = executed.plan()
                 query.metrics = _parse_metrics(str(executed.metrics().mkString(_ITEM_SEP)))
 
         self._guard(query, "executed plan", read)
 
-    def _capture_plan(
-        self, plan: Any, root_class: str, probes_for: ProbeLookup, errors: list[str]
-    ) -> CapturedPlan:
+    def _capture_plan(self, plan: Any, root_class: str, probes_for: ProbeLookup, errors: list[str]) -> CapturedPlan:
         root = self._capture_node(plan, root_class, probes_for, errors)
         leaves_seq = plan.collectLeaves()
         count = int(leaves_seq.length())
@@ -336,9 +338,7 @@ class JvmBridge:
             table = catalog.getTableMetadata(identifier)
             node.props.update(self._capture_node(table, "CatalogTable", probes_for, errors).props)
         else:
-            node.props["defaultLocation"] = _safe(
-                lambda: str(catalog.defaultTablePath(identifier).toString())
-            )
+            node.props["defaultLocation"] = _safe(lambda: str(catalog.defaultTablePath(identifier).toString()))
         return node
 
     # --- helpers -------------------------------------------------------------------------------------------

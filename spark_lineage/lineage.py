@@ -66,8 +66,6 @@ class AnalysisContext:
     session: SessionInfo
     table_locations: dict[str, str] = field(default_factory=dict)
     """``db.table`` -> location, learned from earlier queries, for tables that are gone when we look (DROP)."""
-    inputs_of: Callable[[CapturedPlan, AnalysisContext], list[DatasetLineage]] = field(
-        default=lambda plan, ctx: []
-    )
+    inputs_of: Callable[[CapturedPlan, AnalysisContext], list[DatasetLineage]] = field(default=lambda plan, ctx: [])
     """Analyzes a nested plan (a cached relation's plan, a CTAS query) into its input datasets."""
     errors: list[str] = field(default_factory=list)

@@ -49,9 +49,7 @@ def _split_location(location: str) -> DatasetIdentifier:
     scheme = parts.scheme.lower()
     path = unquote(parts.path)
     if scheme in ("", FILE_NAMESPACE) or (len(scheme) == 1 and location[1:3] in (":\\", ":/")):
-        return DatasetIdentifier(
-            ol_naming.LocalFileSystem(path=_strip_slash(path)).get_namespace(), _strip_slash(path)
-        )
+        return DatasetIdentifier(ol_naming.LocalFileSystem(path=_strip_slash(path)).get_namespace(), _strip_slash(path))
     host = parts.hostname or ""
     key = path.lstrip("/")
     if scheme in _S3_SCHEMES and host and key:
@@ -79,9 +77,7 @@ def location_uri(location: str) -> str:
     return location
 
 
-def warehouse_symlink(
-    table_location: str, warehouse: str | None, database: str | None, table: str
-) -> TableName | None:
+def warehouse_symlink(table_location: str, warehouse: str | None, database: str | None, table: str) -> TableName | None:
     """The ``symlinks`` entry openlineage-spark gives a session-catalog table: namespace is the warehouse URI
     (``file:/data/warehouse``), name ``db.table``. Tables outside the warehouse get none, as in the reference."""
     if not warehouse:

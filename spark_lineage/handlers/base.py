@@ -84,9 +84,7 @@ def table_dataset(
     if table is None:
         if location is None:
             return None
-        return DatasetLineage(
-            naming.from_location(location), schema=schema_fields(schema_json), lifecycle=lifecycle
-        )
+        return DatasetLineage(naming.from_location(location), schema=schema_fields(schema_json), lifecycle=lifecycle)
     info: Mapping[str, str] = table.get("info", {})
     database = info.get("Database") or table.get("database")
     name = info.get("Table") or table.get("table")

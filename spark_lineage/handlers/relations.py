@@ -27,22 +27,41 @@ class LogicalRelationHandler(NodeHandler):
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        table = node.get("catalogTable")
-        if table is not None:
-            dataset = table_dataset(table, ctx, schema_json=node.get("schema"))
-            return [dataset] if dataset else []
-        relation: CapturedNode | None = node.get("relation")
-        if relation is None or relation.simple_name != "HadoopFsRelation":
-            kind = relation.simple_name if relation else "unknown"
-            ctx.errors.append(f"LogicalRelation over {kind} is not supported")
-            return []
-        paths = relation.get("rootPaths", [])
-        files = {p for p in paths if _FILE_NAME.search(p)}
-        schema = schema_fields(node.get("schema"))
-        return [
-            DatasetLineage(naming.from_location(path), schema=schema)
-            for path in naming.input_directories(paths, files)
-        ]
+        return file_source_inputs(node.get("relation"), node.get("catalogTable"), node.get("schema"), ctx)
+
+
+@register
+class FileSourceScanExecHandler(NodeHandler):
+    """A physical file scan: met inside a cached relation's plan, which Spark keeps only in physical form."""
+
+    class_names = ("FileSourceScanExec",)
+    probes = {
+        "relation": Probe(("relation",), "node"),
+        "table": Probe(("tableIdentifier", "?"), "table"),
+        "schema": Probe(("schema", "json")),
+    }
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        return file_source_inputs(node.get("relation"), node.get("table"), node.get("schema"), ctx)
+
+
+def file_source_inputs(
+    relation: CapturedNode | None, table: CapturedNode | None, schema_json: str | None, ctx: AnalysisContext
+) -> list[DatasetLineage]:
+    """What a V1 scan reads: its catalog table if it has one, else the directories of its root paths."""
+    if table is not None:
+        dataset = table_dataset(table, ctx, schema_json=schema_json)
+        return [dataset] if dataset else []
+    if relation is None or relation.simple_name != "HadoopFsRelation":
+        kind = relation.simple_name if relation else "unknown"
+        ctx.errors.append(f"a scan over {kind} is not supported")
+        return []
+    paths = relation.get("rootPaths", [])
+    files = {p for p in paths if _FILE_NAME.search(p)}
+    schema = schema_fields(schema_json)
+    return [
+        DatasetLineage(naming.from_location(path), schema=schema) for path in naming.input_directories(paths, files)
+    ]
 
 
 @register
@@ -75,10 +94,11 @@ class HiveTableRelationHandler(NodeHandler):
 
 @register
 class InMemoryRelationHandler(NodeHandler):
-    """A cached Dataset: what it reads is what the plan it caches reads."""
+    """A cached Dataset: what it reads is what the plan it caches reads. Spark keeps that plan in physical
+    form only (the logical one is not kept in 3.5), so its leaves are physical scans."""
 
     class_names = ("InMemoryRelation",)
-    probes = {"cachedPlan": Probe(("cacheBuilder", "cachedPlan", "logicalLink", "?"), "plan")}
+    probes = {"cachedPlan": Probe(("cacheBuilder", "cachedPlan"), "plan")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         plan = node.get("cachedPlan")
@@ -89,13 +109,28 @@ class InMemoryRelationHandler(NodeHandler):
 
 
 @register
+class InMemoryTableScanExecHandler(NodeHandler):
+    """A scan of a cached relation inside another cached relation's plan."""
+
+    class_names = ("InMemoryTableScanExec",)
+    probes = {"relation": Probe(("relation",), "node")}
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        relation = node.get("relation")
+        return InMemoryRelationHandler().inputs(relation, ctx) if relation is not None else []
+
+
+@register
 class NoDataLeafHandler(NodeHandler):
     """Leaves that read no dataset: literals, ranges, Python collections, and the identifiers DDL commands
     carry (their command's handler reports the table)."""
 
     class_names = (
         "LocalRelation",
+        "LocalTableScanExec",
         "OneRowRelation",
+        "RDDScanExec",
+        "RangeExec",
         "Range",
         "LogicalRDD",
         "ExternalRDD",

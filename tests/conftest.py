@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import LineageReceiver
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("warehouse")
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse: Path) -> Iterator[Any]:
+    """One local Spark session for the whole run: starting a JVM costs seconds."""
+    pyspark = pytest.importorskip("pyspark")
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("Lineage Tests")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.default.parallelism", "1")
+        # Avro is an external Spark module: its jar comes from Maven Central, for the Spark under test.
+        .config("spark.jars.packages", f"org.apache.spark:spark-avro_{scala}:{pyspark.__version__}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def receiver() -> Iterator[LineageReceiver]:
+    server = LineageReceiver()
+    yield server
+    server.close()
+    assert not server.invalid, "events that fail the OpenLineage schemas:\n" + "\n".join(server.invalid)
+
+
+@pytest.fixture()
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    (path / "people.csv").write_text("id,name,city\n1,ann,paris\n2,bob,oslo\n3,cy,paris\n")
+    return path
+
+
+@pytest.fixture()
+def lineage(spark: Any, receiver: LineageReceiver) -> Iterator[Any]:
+    """Lineage on for the test, sent over HTTP to ``receiver``; off again afterwards."""
+    import spark_lineage
+
+    handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+    yield handle
+    handle.disable(timeout=30)
+
+
+@pytest.fixture(autouse=True)
+def _clean_tables(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "spark" in request.fixturenames:
+        spark = request.getfixturevalue("spark")
+        for table in spark.catalog.listTables():
+            if table.tableType != "TEMPORARY":
+                spark.sql(f"DROP TABLE IF EXISTS {table.name}")
+            else:
+                spark.catalog.dropTempView(table.name)
+        spark.catalog.clearCache()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree("spark-warehouse", ignore_errors=True)

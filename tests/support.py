@@ -1,0 +1,161 @@
+"""Test support: OpenLineage JSON Schema validation, a real HTTP receiver on loopback, and event helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUN_EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+
+
+def spec_dir() -> Path:
+    """Where the published OpenLineage JSON Schemas are: $OPENLINEAGE_SPEC_DIR, else ../shared/openlineage-spec."""
+    configured = os.environ.get("OPENLINEAGE_SPEC_DIR")
+    path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "openlineage-spec"
+    if not (path / "2-0-2" / "OpenLineage.json").is_file():
+        raise RuntimeError(
+            f"OpenLineage JSON Schemas not found at {path}: every emitted event is validated against them. "
+            "Set OPENLINEAGE_SPEC_DIR to a folder holding 2-0-2/OpenLineage.json and facets/."
+        )
+    return path
+
+
+@lru_cache(maxsize=1)
+def _registry() -> Registry:
+    resources = []
+    for file in spec_dir().rglob("*.json"):
+        document = json.loads(file.read_text())
+        if isinstance(document, dict) and "$id" in document:
+            resources.append((document["$id"], Resource.from_contents(document, default_specification=DRAFT202012)))
+    return Registry().with_resources(resources)
+
+
+def _validator_for(uri: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator({"$ref": uri}, registry=_registry())
+
+
+def validate_event(event: dict[str, Any]) -> None:
+    """Validate a run event against the core schema, and every facet against the schema its _schemaURL names."""
+    _validator_for(RUN_EVENT_SCHEMA).validate(event)
+    for where, facets in _facet_groups(event):
+        for name, facet in facets.items():
+            url = facet.get("_schemaURL")
+            assert url, f"{where}.{name} has no _schemaURL"
+            base = url.split("#", 1)[0]
+            assert base in _known_ids(), f"{where}.{name}: {url} is not a published OpenLineage schema"
+            target = url if "#" in url else base
+            _validator_for(target).validate(facet if "#" in url else {name: facet})
+
+
+@lru_cache(maxsize=1)
+def _known_ids() -> frozenset[str]:
+    ids = set()
+    for file in spec_dir().rglob("*.json"):
+        document = json.loads(file.read_text())
+        if isinstance(document, dict) and "$id" in document:
+            ids.add(document["$id"])
+    return frozenset(ids)
+
+
+def _facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield "run.facets", event["run"].get("facets") or {}
+    yield "job.facets", event["job"].get("facets") or {}
+    for kind, facet_keys in (("inputs", ("facets", "inputFacets")), ("outputs", ("facets", "outputFacets"))):
+        for index, dataset in enumerate(event.get(kind) or []):
+            for key in facet_keys:
+                yield f"{kind}[{index}].{key}", dataset.get(key) or {}
+
+
+class LineageReceiver:
+    """A real OpenLineage HTTP endpoint on loopback that keeps what it receives, in arrival order, and validates
+    every event against the published schemas as it arrives."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.invalid: list[str] = []
+        self.status = status
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                event = json.loads(body)
+                try:
+                    validate_event(event)
+                except Exception as error:
+                    receiver.invalid.append(f"{event.get('eventType')} {event['job']['name']}: {error}")
+                with receiver._lock:
+                    receiver.events.append(event)
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def clear(self) -> None:
+        with self._lock:
+            self.events.clear()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def query_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events of query runs (not the application run)."""
+    return [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB"]
+
+
+def app_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "APPLICATION"]
+
+
+def runs_by_job(events: list[dict[str, Any]], job_contains: str) -> list[list[dict[str, Any]]]:
+    """The query runs whose job name contains ``job_contains``, each as its events in arrival order."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for event in query_events(events):
+        if job_contains in event["job"]["name"]:
+            runs.setdefault(event["run"]["runId"], []).append(event)
+    return list(runs.values())
+
+
+def only_run(events: list[dict[str, Any]], job_contains: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The single query run matching ``job_contains``: its START and its final event."""
+    runs = runs_by_job(events, job_contains)
+    names = sorted({e["job"]["name"] for e in query_events(events)})
+    assert len(runs) == 1, f"expected one run of a job containing {job_contains!r}, got {len(runs)}: {names}"
+    (run,) = runs
+    assert [e["eventType"] for e in run][0] == "START", run
+    assert len(run) == 2, [e["eventType"] for e in run]
+    return run[0], run[1]
+
+
+def datasets(event: dict[str, Any], kind: str) -> list[tuple[str, str]]:
+    return sorted((d["namespace"], d["name"]) for d in event[kind])
+
+
+def dataset(event: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    matches = [d for d in event[kind] if d["name"] == name]
+    assert len(matches) == 1, f"{kind} named {name}: {datasets(event, kind)}"
+    return matches[0]
