@@ -67,14 +67,18 @@ class QueryListener:
     def __init__(self, sink: Callable[[PendingQuery], object], name: str) -> None:
         self._sink = sink
         self._name = name
+        self.calls = 0
+        """How many queries Spark has reported to this listener."""
 
     def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:
+        self.calls += 1
         try:
             self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), duration_ns=int(durationNs)))
         except BaseException:
             log.debug("spark_lineage listener could not queue a query", exc_info=True)
 
     def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:
+        self.calls += 1
         try:
             self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), exception=exception))
         except BaseException:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -81,10 +81,11 @@ class LineageReceiver:
     """A real OpenLineage HTTP endpoint on loopback that keeps what it receives, in arrival order, and validates
     every event against the published schemas as it arrives."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, before_reply: Callable[[], object] | None = None) -> None:
         self.events: list[dict[str, Any]] = []
         self.invalid: list[str] = []
         self.status = status
+        self.events_answered = 0
         self._lock = threading.Lock()
         receiver = self
 
@@ -94,12 +95,15 @@ class LineageReceiver:
                 event = json.loads(body)
                 try:
                     validate_event(event)
-                except Exception as error:
+                except Exception as error:  # noqa: BLE001 - collected, asserted by the fixture
                     receiver.invalid.append(f"{event.get('eventType')} {event['job']['name']}: {error}")
                 with receiver._lock:
                     receiver.events.append(event)
+                if before_reply is not None:
+                    before_reply()
                 self.send_response(receiver.status)
                 self.end_headers()
+                receiver.events_answered += 1
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -146,7 +150,7 @@ def only_run(events: list[dict[str, Any]], job_contains: str) -> tuple[dict[str,
     names = sorted({e["job"]["name"] for e in query_events(events)})
     assert len(runs) == 1, f"expected one run of a job containing {job_contains!r}, got {len(runs)}: {names}"
     (run,) = runs
-    assert [e["eventType"] for e in run][0] == "START", run
+    assert run[0]["eventType"] == "START", run
     assert len(run) == 2, [e["eventType"] for e in run]
     return run[0], run[1]
 

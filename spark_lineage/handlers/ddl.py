@@ -133,3 +133,53 @@ class AlterTableAddColumnsHandler(TableCommandHandler):
     class_names = ("AlterTableAddColumnsCommand",)
     probes = {"table": Probe(("table",), "table")}
     lifecycle = "ALTER"
+
+
+@register
+class SessionCommandHandler(NodeHandler):
+    """Commands that change or show session state and touch no dataset: known, so that they are not
+    reported as plan nodes the analysis could not read."""
+
+    class_names = (
+        "SetCommand",
+        "ResetCommand",
+        "SetNamespaceCommand",
+        "SetCatalogCommand",
+        "ShowTablesCommand",
+        "ShowColumnsCommand",
+        "ShowPartitionsCommand",
+        "ShowCreateTableCommand",
+        "ShowTablePropertiesCommand",
+        "ShowFunctionsCommand",
+        "ShowNamespacesCommand",
+        "DescribeTableCommand",
+        "DescribeColumnCommand",
+        "DescribeFunctionCommand",
+        "DescribeDatabaseCommand",
+        "ExplainCommand",
+        "CacheTableCommand",
+        "UncacheTableCommand",
+        "ClearCacheCommand",
+        "AddJarsCommand",
+        "AddFilesCommand",
+        "AddArchivesCommand",
+        "ListJarsCommand",
+        "ListFilesCommand",
+        "CreateFunctionCommand",
+        "DropFunctionCommand",
+        "CreateViewCommand",
+        "AlterViewAsCommand",
+        "CreateDatabaseCommand",
+        "DropDatabaseCommand",
+        "AlterDatabasePropertiesCommand",
+        "RefreshTableCommand",
+        "RefreshResourceCommand",
+        "AnalyzeTableCommand",
+        "AnalyzeColumnCommand",
+        "AnalyzeTablesCommand",
+        "ShowTables",
+        "ShowNamespaces",
+        "SetCatalogAndNamespace",
+        "CreateNamespace",
+        "DropNamespace",
+    )

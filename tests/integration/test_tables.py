@@ -26,7 +26,7 @@ def test_save_as_table_creates_a_table(
     _people(spark, data_dir).write.saveAsTable("people")
     assert lineage.flush(60)
 
-    start, complete = only_run(receiver.events, "create_data_source_table_as_select_command")
+    _, complete = only_run(receiver.events, "create_data_source_table_as_select_command")
     assert complete["job"]["name"] == (
         "lineage_tests.execute_create_data_source_table_as_select_command.default_people"
     )

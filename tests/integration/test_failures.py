@@ -1,0 +1,88 @@
+"""Failure paths: a failing query, a backend that is down or stuck, a plan node the analysis does not know."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spark_lineage
+from tests.support import LineageReceiver, app_events, datasets, only_run, query_events
+
+pytestmark = pytest.mark.spark
+
+
+def test_failing_query_gets_fail_with_error_message(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
+    target = data_dir / "never_written"
+    with pytest.raises(Exception, match="boom"):
+        spark.range(3).selectExpr("if(id > 1, raise_error('boom'), string(id)) AS x").write.parquet(str(target))
+    assert lineage.flush(60)
+
+    start, fail = only_run(receiver.events, "data_never_written")
+    assert (start["eventType"], fail["eventType"]) == ("START", "FAIL")
+    error = fail["run"]["facets"]["errorMessage"]
+    assert "boom" in error["message"]
+    assert error["programmingLanguage"] == "JAVA"
+    assert "boom" in error["stackTrace"]
+    assert datasets(fail, "outputs") == [("file", str(target))]
+    assert "outputStatistics" not in fail["outputs"][0].get("outputFacets", {})
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_backend_down_never_fails_the_job(spark: Any, data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    handle = spark_lineage.enable(spark, transport={"type": "http", "url": url, "retry": {"total": 0}})
+    with caplog.at_level(logging.WARNING, logger="spark_lineage"):
+        for index in range(3):
+            spark.range(5).write.parquet(str(data_dir / f"down_{index}"))
+        assert handle.flush(60)
+        handle.disable(timeout=30)
+    assert [spark.read.parquet(str(data_dir / f"down_{i}")).count() for i in range(3)] == [5, 5, 5]
+    delivery_warnings = [r for r in caplog.records if "delivering an event" in r.getMessage()]
+    assert len(delivery_warnings) == 1  # logged once per kind, not once per event
+
+
+def test_stuck_backend_never_holds_up_the_job(spark: Any, data_dir: Path) -> None:
+    release = threading.Event()
+    receiver = LineageReceiver(before_reply=lambda: release.wait(60))
+    try:
+        handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url, "timeout": 120})
+        for index in range(3):
+            spark.range(5).write.parquet(str(data_dir / f"stuck_{index}"))
+        # Every write returned while the backend had not answered a single request yet.
+        assert receiver.events_answered == 0
+        release.set()
+        assert handle.flush(60)
+        handle.disable(timeout=30)
+        assert len(runs := [e for e in query_events(receiver.events) if "stuck_" in e["job"]["name"]]) == 6, runs
+        assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE"]
+    finally:
+        release.set()
+        receiver.close()
+    assert not receiver.invalid
+
+
+def test_unknown_plan_node_is_reported_with_an_extraction_error(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
+    spark.read.option("header", True).csv(str(data_dir / "people.csv")).write.format("noop").mode("overwrite").save()
+    assert lineage.flush(60)
+
+    _, complete = only_run(receiver.events, "overwrite_by_expression")
+    assert datasets(complete, "inputs") == [("file", str(data_dir / "people.csv"))]
+    errors = complete["run"]["facets"]["extractionError"]["errors"]
+    assert [e["errorMessage"] for e in errors] == [
+        "no handler for plan node org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression: "
+        "its outputs are not reported"
+    ]
