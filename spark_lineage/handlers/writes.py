@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
 from spark_lineage.handlers.registry import register
@@ -93,3 +95,27 @@ class CreateHiveTableAsSelectCommandHandler(CreateTableAsSelectCommandHandler):
         "table": Probe(("tableDesc", "identifier"), "table"),
         "query": Probe(("query",), "plan"),
     }
+
+
+@register
+class SaveAsV1TableCommandHandler(CreateTableAsSelectCommandHandler):
+    """``saveAsTable`` into the session catalog on Spark 4.1+, which plans it as its own command. The save mode
+    says what happened to the table: created, overwritten, or appended to."""
+
+    class_names = ("SaveAsV1TableCommand",)
+    probes = {
+        "table": Probe(("tableDesc", "identifier"), "table"),
+        "query": Probe(("query",), "plan"),
+        "mode": Probe(("mode",)),
+    }
+    _LIFECYCLE_BY_MODE: ClassVar[dict[str, str | None]] = {
+        "Append": None,
+        "Overwrite": "OVERWRITE",
+        "ErrorIfExists": "CREATE",
+        "Ignore": "CREATE",
+    }
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        lifecycle = self._LIFECYCLE_BY_MODE.get(str(node.get("mode")), None)
+        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle)
+        return [dataset] if dataset else []

@@ -1,0 +1,162 @@
+"""Configuration precedence and validation, without Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from openlineage.client.transport.console import ConsoleTransport
+from openlineage.client.transport.file import FileTransport
+from openlineage.client.transport.http import HttpTransport
+
+from spark_lineage.config import ConfigError, flatten_overrides, is_disabled, resolve
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(__import__("os").environ):
+        if key.startswith("OPENLINEAGE"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)  # no openlineage.yml from the working directory
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def test_overrides_beat_spark_confs_beat_defaults() -> None:
+    conf = {"spark.openlineage.namespace": "conf_ns", "spark.openlineage.appName": "conf app", "spark.master": "x"}
+    config = resolve(conf, {"namespace": "override_ns"})
+    assert (config.namespace, config.app_name) == ("override_ns", "conf app")
+    assert resolve({}).namespace == "default"
+
+
+def test_spark_transport_keys_become_an_openlineage_python_transport() -> None:
+    conf = {
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.url": "http://marquez:5000",
+        "spark.openlineage.transport.endpoint": "api/v1/lineage",
+        "spark.openlineage.transport.timeoutInMillis": "2500",
+        "spark.openlineage.transport.auth.type": "api_key",
+        "spark.openlineage.transport.auth.apiKey": "secret",
+        "spark.openlineage.transport.headers.X-Team": "data",
+    }
+    config = resolve(conf)
+    assert config.transport == {
+        "type": "http",
+        "url": "http://marquez:5000",
+        "endpoint": "api/v1/lineage",
+        "timeout": 2.5,
+        "auth": {"type": "api_key", "apiKey": "secret"},
+        "custom_headers": {"X-Team": "data"},
+    }
+    transport = config.create_client().transport
+    assert isinstance(transport, HttpTransport)
+    assert transport.url == "http://marquez:5000"
+
+
+def test_file_transport_location_and_snake_case_overrides(tmp_path: Path) -> None:
+    config = resolve({}, {"transport": {"type": "file", "location": str(tmp_path / "ol.json")}})
+    assert config.transport == {"type": "file", "log_file_path": str(tmp_path / "ol.json"), "append": True}
+    assert isinstance(config.create_client().transport, FileTransport)
+    assert flatten_overrides({"parent_job_name": "a", "transport": {"api_key": "k"}}) == {
+        "parentJobName": "a",
+        "transport.apiKey": "k",
+    }
+
+
+def test_client_configuration_applies_when_spark_confs_name_no_transport(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = resolve({"spark.openlineage.namespace": "ns"})
+    assert config.transport is None
+    assert isinstance(config.create_client().transport, ConsoleTransport)  # layer 4
+
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://from-env:5000")
+    assert isinstance(config.create_client().transport, HttpTransport)  # layer 3: simple env
+    monkeypatch.delenv("OPENLINEAGE_URL")
+
+    yml = tmp_path / "ol.yml"
+    yml.write_text(f"transport:\n  type: file\n  log_file_path: {tmp_path / 'events.json'}\n  append: true\n")
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(yml))
+    assert isinstance(config.create_client().transport, FileTransport)  # layer 3: openlineage.yml
+
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "console")
+    spark_conf = resolve({"spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": "http://x"})
+    assert isinstance(spark_conf.create_client().transport, HttpTransport)  # layer 2 beats layer 3
+
+
+def test_facets_disabled_both_spellings() -> None:
+    config = resolve(
+        {
+            "spark.openlineage.facets.disabled": "[spark_unknown;spark.logicalPlan]",
+            "spark.openlineage.facets.spark_properties.disabled": "true",
+            "spark.openlineage.facets.schema.disabled": "false",
+        }
+    )
+    assert config.disabled_facets == frozenset({"spark_unknown", "spark.logicalPlan", "spark_properties"})
+    assert config.facet_enabled("schema")
+
+
+def test_disabled_switches(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not is_disabled({})
+    assert is_disabled({"spark.openlineage.disabled": "true"})
+    assert not is_disabled({"spark.openlineage.disabled": "true"}, {"disabled": False})
+    monkeypatch.setenv("OPENLINEAGE_DISABLED", "TRUE")
+    assert is_disabled({})
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"transport.type": "kafkaa"}, "spark.openlineage.transport.type='kafkaa' is not a known transport; accepted"),
+        ({"transport.endpoint": "api"}, "spark.openlineage.transport.type is missing; accepted values:"),
+        ({"transport.type": "kafka"}, "spark.openlineage.transport.topicName is required for the kafka transport"),
+        (
+            {"transport.type": "http", "transport.url": "http://x", "transport.auth.type": "api_key"},
+            "spark.openlineage.transport.auth.apiKey is required",
+        ),
+        ({"transport.type": "composite"}, "spark.openlineage.transport.transports.<name>.type is required"),
+        (
+            {"transport.type": "composite", "transport.transports.a.type": "nope"},
+            "spark.openlineage.transport.transports.a.type='nope' is not a known transport",
+        ),
+        ({"python.shutdownTimeoutSeconds": "-1"}, "spark.openlineage.python.shutdownTimeoutSeconds='-1' is not valid"),
+        (
+            {"parentRunId": "not-a-uuid", "parentJobName": "j"},
+            "spark.openlineage.parentRunId='not-a-uuid' is not a UUID",
+        ),
+        (
+            {"python.filterReadOnlyActions": "sometimes"},
+            "spark.openlineage.python.filterReadOnlyActions='sometimes' is not a boolean; accepted values: true, false",
+        ),
+    ],
+)
+def test_invalid_values_name_the_key_and_what_it_accepts(conf: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        resolve({f"spark.openlineage.{k}": v for k, v in conf.items()})
+    assert message in str(raised.value)
+
+
+def test_accepted_transport_values_are_listed() -> None:
+    with pytest.raises(ConfigError) as raised:
+        resolve({"spark.openlineage.transport.type": "nope"})
+    for kind in ("http", "file", "console", "kafka", "composite"):
+        assert kind in str(raised.value)
+
+
+def test_composite_transport() -> None:
+    config = resolve(
+        {
+            "spark.openlineage.transport.type": "composite",
+            "spark.openlineage.transport.continueOnFailure": "true",
+            "spark.openlineage.transport.transports.a.type": "console",
+            "spark.openlineage.transport.transports.b.type": "file",
+            "spark.openlineage.transport.transports.b.location": "/tmp/x.json",
+        }
+    )
+    assert config.transport == {
+        "type": "composite",
+        "continue_on_failure": True,
+        "transports": {
+            "a": {"type": "console"},
+            "b": {"type": "file", "log_file_path": "/tmp/x.json", "append": True},
+        },
+    }

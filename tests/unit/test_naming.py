@@ -1,0 +1,78 @@
+"""Dataset and job naming, against the forms openlineage-spark produces."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_lineage import naming
+from spark_lineage.naming import DatasetIdentifier, TableName
+
+
+@pytest.mark.parametrize(
+    ("location", "namespace", "name"),
+    [
+        ("/home/test", "file", "/home/test"),
+        ("file:/home/test", "file", "/home/test"),
+        ("file:///home/test/", "file", "/home/test"),
+        ("s3a://bucket/warehouse/t1", "s3://bucket", "warehouse/t1"),
+        ("s3://bucket/key/", "s3://bucket", "key"),
+        ("gs://bucket/a/b", "gs://bucket", "a/b"),
+        ("hdfs://namenode:8020/data/t", "hdfs://namenode:8020", "/data/t"),
+        ("abfss://container@account.dfs.core.windows.net/p/q", "abfss://container@account.dfs.core.windows.net", "p/q"),
+        ("/data/events/dt=2024-01-01", "file", "/data/events"),
+        ("/tmp/rdd_c/20251030", "file", "/tmp/rdd_c"),
+    ],
+)
+def test_locations(location: str, namespace: str, name: str) -> None:
+    assert naming.from_location(location) == DatasetIdentifier(namespace, name)
+
+
+def test_warehouse_symlink_only_inside_the_warehouse() -> None:
+    assert naming.warehouse_symlink("file:/tmp/warehouse/target", "file:/tmp/warehouse", "default", "target") == (
+        TableName("file:/tmp/warehouse", "default.target", "TABLE")
+    )
+    assert naming.warehouse_symlink("/tmp/warehouse/db.db/t", "/tmp/warehouse/", "db", "t") == TableName(
+        "file:/tmp/warehouse", "db.t"
+    )
+    assert naming.warehouse_symlink("file:/elsewhere/t", "file:/tmp/warehouse", "default", "t") is None
+    assert naming.warehouse_symlink("file:/tmp/warehouse2/t", "file:/tmp/warehouse", "default", "t") is None
+
+
+def test_default_table_location() -> None:
+    assert naming.default_table_location("file:/wh", "default", "t") == "file:/wh/t"
+    assert naming.default_table_location("/wh/", "sales", "t") == "file:/wh/sales.db/t"
+
+
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [
+        ("Open Lineage Integration HadoopFS relation", "open_lineage_integration_hadoop_fs_relation"),
+        ("OLT-58", "olt_58"),
+        ("Some job (Like from James)", "some_job_like_from_james"),
+        ("Execute InsertIntoHadoopFsRelationCommand", "execute_insert_into_hadoop_fs_relation_command"),
+        ("AdaptiveSparkPlan", "adaptive_spark_plan"),
+        ("Café Ünïcode", "cafe_unicode"),
+        ("", ""),
+    ],
+)
+def test_job_name_normalizer(text: str, normalized: str) -> None:
+    assert naming.normalize_job_name(text) == normalized
+
+
+@pytest.mark.parametrize(
+    ("name", "suffix"),
+    [
+        ("/tmp/warehouse/target", "warehouse_target"),
+        ("/tmp/test_data/rdd_to_table/", "test_data_rdd_to_table"),
+        ("/tmp/rdd_c/20251030", "tmp_rdd_c"),
+        ("/target", "/target"),
+        ("bucket-key", "bucket-key"),
+    ],
+)
+def test_path_job_suffix(name: str, suffix: str) -> None:
+    assert naming.path_job_suffix(name) == suffix
+
+
+def test_input_directories() -> None:
+    assert naming.input_directories(["/d/a.csv"], {"/d/a.csv"}) == ["/d/a.csv"]
+    assert naming.input_directories(["/d/a.csv", "/d/b.csv", "/e"], {"/d/a.csv", "/d/b.csv"}) == ["/d", "/e"]
