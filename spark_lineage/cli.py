@@ -1,0 +1,36 @@
+"""The ``spark-lineage`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from spark_lineage._version import __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spark-lineage", description="OpenLineage lineage for Spark, from Python.")
+    parser.add_argument("--version", action="version", version=f"spark-lineage {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run a small local pipeline with lineage on and summarize its events")
+    demo.add_argument(
+        "--dir", type=Path, default=Path("lineage-demo"), help="working directory for data and events (replaced)"
+    )
+    args = parser.parse_args(argv)
+
+    if args.command == "demo":
+        from spark_lineage.demo import run_pipeline, summarize
+
+        try:
+            import pyspark  # noqa: F401
+        except ImportError:
+            print("spark-lineage demo needs PySpark: pip install 'spark-lineage[spark]'", file=sys.stderr)
+            return 2
+        events_file = run_pipeline(args.dir.resolve())
+        print(summarize(events_file))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

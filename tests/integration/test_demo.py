@@ -1,0 +1,40 @@
+"""The README's first command: ``spark-lineage demo``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import validate_event
+
+pytestmark = pytest.mark.spark
+
+
+def test_demo_runs_and_summarizes_its_lineage(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_lineage.cli", "demo", "--dir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = [json.loads(line) for line in (workdir / "events.jsonl").read_text().splitlines()]
+    for event in events:
+        validate_event(event)
+    assert [e["eventType"] for e in events if e["job"]["name"] == "demo_pipeline"] == ["START", "COMPLETE"]
+    out = result.stdout
+    assert (
+        f"job demo/demo_pipeline.execute_insert_into_hadoop_fs_relation_command.clean_orders (COMPLETE)\n"
+        f"    reads   file:{workdir}/raw/orders.csv\n"
+        f"    writes  file:{workdir}/clean/orders  [4 rows," in out
+    )
+    assert (
+        f"    reads   file:{workdir}/clean/orders\n    reads   file:{workdir}/raw/customers.csv\n"
+        f"    writes  file:{workdir}/warehouse/revenue_by_city  (table default.revenue_by_city)" in out
+    )
