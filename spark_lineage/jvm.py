@@ -265,9 +265,10 @@ class JvmBridge:
         leaves: list[CapturedNode] = []
         for index in range(count):
             leaf = leaves_seq.apply(index)
-            if count == 1 and leaf.equals(plan):
-                break  # a leaf command: the root is all there is
-            leaves.append(self._capture_node(leaf, None, probes_for, errors))
+            class_name = self._class_name(leaf)
+            if count == 1 and class_name == root_class:
+                break  # a plan that is a single node (a leaf command): the root is all there is
+            leaves.append(self._capture_node(leaf, class_name, probes_for, errors))
         return CapturedPlan(root=root, leaves=leaves)
 
     def _capture_node(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Generic, TypeVar
 log = logging.getLogger("spark_lineage")
 
 T = TypeVar("T")
+_WORKER_NICENESS = 10
 _STOP = object()
 
 
@@ -39,6 +41,17 @@ class ErrorLog:
                 log.debug("spark_lineage: %s failed again: %r", kind, error)
         except Exception:  # noqa: BLE001 - logging itself must not fail the caller
             pass
+
+
+def _yield_cpu_to_the_job() -> None:
+    """Lower this thread's scheduling priority where the OS allows it per thread (Linux), so that on a busy
+    driver the job's own threads run first and lineage work takes the idle time."""
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _WORKER_NICENESS)
+    except OSError:
+        pass
 
 
 class BoundedWorker(Generic[T]):
@@ -95,6 +108,7 @@ class BoundedWorker(Generic[T]):
         return self._queue.unfinished_tasks
 
     def _run(self) -> None:
+        _yield_cpu_to_the_job()
         while True:
             item = self._queue.get()
             try:

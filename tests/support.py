@@ -90,6 +90,8 @@ class LineageReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 event = json.loads(body)
@@ -102,6 +104,7 @@ class LineageReceiver:
                 if before_reply is not None:
                     before_reply()
                 self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
                 self.end_headers()
                 receiver.events_answered += 1
 

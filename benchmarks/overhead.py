@@ -1,0 +1,114 @@
+"""Job wall time with lineage on versus off, measured side by side.
+
+    python benchmarks/overhead.py [--queries 60] [--rounds 5]
+
+Each measurement is a fresh process running the same job: a warm-up, then ``--queries`` small write queries,
+then ``spark.stop()``; the wall time from the first measured query until ``spark.stop()`` has returned is
+reported (so lineage's shutdown flush is inside it). Processes alternate on, off, on, off, ... so that drift
+in the machine's load hits both sides alike. With lineage on, events go over HTTP to a receiver on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = ("parquet_writes",)
+
+
+def run_job(mode: str, queries: int, url: str, workdir: Path, workload: str) -> float:
+    """The measured job, in this process: returns seconds from the first measured query to stop()."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("Overhead Benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    if mode == "on":
+        import spark_lineage
+
+        spark_lineage.enable(spark, transport={"type": "http", "url": url})
+    source = spark.range(1000).selectExpr("id", "id % 7 AS bucket", "uuid() AS tag")
+    for index in range(5):  # warm-up: JIT, class loading, first-query costs
+        source.write.mode("overwrite").parquet(str(workdir / f"warm_{index}"))
+    started = time.perf_counter()
+    for index in range(queries):
+        source.where(f"bucket != {index % 7}").write.mode("overwrite").parquet(str(workdir / f"out_{index}"))
+    spark.stop()
+    return time.perf_counter() - started
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """A lineage backend that answers at once and keeps connections alive, as a real one does."""
+
+    protocol_version = "HTTP/1.1"
+    received = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        _Sink.received += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=5, help="processes per side")
+    parser.add_argument("--workload", choices=WORKLOADS, default=WORKLOADS[0])
+    parser.add_argument("--child", choices=("on", "off"), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        seconds = run_job(args.child, args.queries, args.url, Path(args.workdir), args.workload)
+        print(json.dumps({"seconds": seconds}))
+        return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for round_index in range(args.rounds):
+        for mode in ("on", "off") if round_index % 2 == 0 else ("off", "on"):
+            with tempfile.TemporaryDirectory() as workdir:
+                command = [sys.executable, __file__, "--child", mode, "--queries", str(args.queries),
+                           "--url", url, "--workdir", workdir, "--workload", args.workload]
+                result = subprocess.run(command, capture_output=True, text=True, check=True,
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                seconds = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
+                times[mode].append(seconds)
+                print(f"round {round_index + 1} lineage {mode:>3}: {seconds:7.3f} s", flush=True)
+    server.shutdown()
+
+    on, off = statistics.median(times["on"]), statistics.median(times["off"])
+    print()
+    print(f"workload {args.workload}: {args.queries} write queries per job, {args.rounds} jobs per side")
+    print(f"median job wall time, lineage off: {off:.3f} s ({off / args.queries * 1000:.1f} ms per query)")
+    print(f"median job wall time, lineage on:  {on:.3f} s ({on / args.queries * 1000:.1f} ms per query)")
+    print(f"ratio on/off: {on / off:.3f}   (target <= 1.03)")
+    print(f"events received by the loopback backend: {_Sink.received}")
+
+
+if __name__ == "__main__":
+    main()
