@@ -92,10 +92,23 @@ def main() -> None:
     for round_index in range(args.rounds):
         for mode in ("on", "off") if round_index % 2 == 0 else ("off", "on"):
             with tempfile.TemporaryDirectory() as workdir:
-                command = [sys.executable, __file__, "--child", mode, "--queries", str(args.queries),
-                           "--url", url, "--workdir", workdir, "--workload", args.workload]
-                result = subprocess.run(command, capture_output=True, text=True, check=True,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    mode,
+                    "--queries",
+                    str(args.queries),
+                    "--url",
+                    url,
+                    "--workdir",
+                    workdir,
+                    "--workload",
+                    args.workload,
+                ]
+                result = subprocess.run(
+                    command, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+                )
                 seconds = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
                 times[mode].append(seconds)
                 print(f"round {round_index + 1} lineage {mode:>3}: {seconds:7.3f} s", flush=True)

@@ -327,14 +327,27 @@ class JvmBridge:
             return self._lookup_table(value, probes_for, errors)
         raise JvmError(f"unknown probe kind {kind!r}")
 
-    def _lookup_table(self, identifier: Any, probes_for: ProbeLookup, errors: list[str]) -> CapturedNode:
-        """A table as the session catalog knows it now, after the query ran. Tables that no longer exist
-        (dropped, renamed) yield the location the catalog would give them by default."""
+    def _lookup_table(self, value: Any, probes_for: ProbeLookup, errors: list[str]) -> CapturedNode:
+        """A session-catalog table, from the ``CatalogTable`` a command carries, or else from its name.
+
+        The plan's own ``CatalogTable`` is preferred: we read after the query ran, and by then later statements
+        may have changed the catalog. A name is looked up in the catalog; a table that no longer exists yields
+        the location the catalog would give it by default.
+        """
         catalog = self._catalog()
-        if isinstance(identifier, str):
-            identifier = self._jsession.sessionState().sqlParser().parseTableIdentifier(identifier)
+        if not isinstance(value, str) and self._class_name(value).endswith(".CatalogTable"):
+            node = self._capture_node(value, "CatalogTable", probes_for, errors)
+            info = node.get("info", {})
+            if "Database" not in info or "Location" not in info:
+                identifier = catalog.qualifyIdentifier(value.identifier())
+                node.props["database"] = self._option(identifier.database())
+                node.props["table"] = str(identifier.table())
+                node.props["defaultLocation"] = _safe(lambda: str(catalog.defaultTablePath(identifier).toString()))
+            return node
+        if isinstance(value, str):
+            value = self._jsession.sessionState().sqlParser().parseTableIdentifier(value)
+        identifier = catalog.qualifyIdentifier(value)
         node = CapturedNode(class_name="CatalogTable")
-        node.props["identifier"] = str(identifier.unquotedString())
         node.props["database"] = self._option(identifier.database())
         node.props["table"] = str(identifier.table())
         exists = bool(catalog.tableExists(identifier))

@@ -48,10 +48,8 @@ def _yield_cpu_to_the_job() -> None:
     driver the job's own threads run first and lineage work takes the idle time."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
         return
-    try:
+    with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _WORKER_NICENESS)
-    except OSError:
-        pass
 
 
 class BoundedWorker(Generic[T]):

@@ -33,7 +33,7 @@ class CreateTableCommandHandler(TableCommandHandler):
     """``CREATE TABLE`` without a query."""
 
     class_names = ("CreateDataSourceTableCommand", "CreateTableCommand")
-    probes = {"table": Probe(("table", "identifier"), "table")}
+    probes = {"table": Probe(("table",), "table")}
     lifecycle = "CREATE"
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
@@ -94,16 +94,34 @@ class AlterTableRenameCommandHandler(NodeHandler):
         table: CapturedNode | None = node.get("table")
         if node.get("isView") is True or table is None:
             return []
-        dataset = table_dataset(table, ctx, lifecycle="RENAME")
+        new_name, old_name = table.get("table"), node.get("oldTable")
+        dataset = table_dataset(
+            table, ctx, location=self._moved_external_location(table, old_name, ctx), lifecycle="RENAME"
+        )
         if dataset is None:
             return []
-        new_name, old_name = table.get("table"), node.get("oldTable")
         if new_name and old_name:
             # openlineage-spark derives the old identity by substituting the table name in the new location.
             dataset.previous = DatasetIdentifier(
                 dataset.identifier.namespace, dataset.identifier.name.replace(new_name, old_name)
             )
         return [dataset]
+
+    @staticmethod
+    def _moved_external_location(table: CapturedNode, old_name: str | None, ctx: AnalysisContext) -> str | None:
+        """Where a renamed table lives when it was gone again by the time we looked: a managed table moves to
+        its new default location, an external one stays where this session last saw it under its old name."""
+        if table.get("exists") is not False or not old_name:
+            return None
+        database = table.get("database")
+        remembered = ctx.table_locations.get(f"{database}.{old_name}" if database else old_name)
+        warehouse = ctx.session.warehouse
+        if remembered is None or warehouse is None:
+            return None
+        managed = naming.location_uri(remembered).rstrip("/") == naming.default_table_location(
+            warehouse, database, old_name
+        )
+        return None if managed else remembered
 
 
 @register

@@ -69,8 +69,9 @@ class CreateTableAsSelectCommandHandler(NodeHandler):
 
     class_names: tuple[str, ...] = ("CreateDataSourceTableAsSelectCommand",)
     probes = {
-        "table": Probe(("table", "identifier"), "table"),
+        "table": Probe(("table",), "table"),
         "query": Probe(("query",), "plan"),
+        "schema": Probe(("query", "schema", "json")),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -79,7 +80,7 @@ class CreateTableAsSelectCommandHandler(NodeHandler):
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         lifecycle = "OVERWRITE" if node.simple_name.startswith("Optimized") else "CREATE"
-        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle)
+        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
@@ -92,8 +93,9 @@ class CreateHiveTableAsSelectCommandHandler(CreateTableAsSelectCommandHandler):
 
     class_names = ("CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand")
     probes = {
-        "table": Probe(("tableDesc", "identifier"), "table"),
+        "table": Probe(("tableDesc",), "table"),
         "query": Probe(("query",), "plan"),
+        "schema": Probe(("query", "schema", "json")),
     }
 
 
@@ -104,8 +106,9 @@ class SaveAsV1TableCommandHandler(CreateTableAsSelectCommandHandler):
 
     class_names = ("SaveAsV1TableCommand",)
     probes = {
-        "table": Probe(("tableDesc", "identifier"), "table"),
+        "table": Probe(("tableDesc",), "table"),
         "query": Probe(("query",), "plan"),
+        "schema": Probe(("query", "schema", "json")),
         "mode": Probe(("mode",)),
     }
     _LIFECYCLE_BY_MODE: ClassVar[dict[str, str | None]] = {
@@ -117,5 +120,5 @@ class SaveAsV1TableCommandHandler(CreateTableAsSelectCommandHandler):
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         lifecycle = self._LIFECYCLE_BY_MODE.get(str(node.get("mode")), None)
-        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle)
+        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
