@@ -23,22 +23,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from _spark import local_session
+
 WORKLOADS = ("parquet_writes",)
 
 
 def run_job(mode: str, queries: int, url: str, workdir: Path, workload: str) -> float:
     """The measured job, in this process: returns seconds from the first measured query to stop()."""
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("Overhead Benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("Overhead Benchmark", **{"spark.sql.shuffle.partitions": "2"})
     if mode == "on":
         import spark_lineage
 

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _spark import local_session
+
 import spark_lineage
 from spark_lineage import analysis
 from spark_lineage.jvm import JvmBridge
@@ -86,21 +88,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15, help="queries measured per row (median reported)")
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
     workdir = Path(tempfile.mkdtemp(prefix="spark-lineage-bench-"))
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("per query benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # Hundreds of chained operators overflow the default JVM stack in code generation and task
-        # serialization: interpret them, and give threads a deeper stack.
-        .config("spark.sql.codegen.wholeStage", "false")
-        .config("spark.driver.extraJavaOptions", "-Xss64m")
-        .getOrCreate()
+    # Hundreds of chained operators overflow the default JVM stack in code generation and task
+    # serialization: interpret them, and give threads a deeper stack.
+    spark = local_session(
+        "per query benchmark",
+        master="local[1]",
+        **{"spark.sql.codegen.wholeStage": "false", "spark.driver.extraJavaOptions": "-Xss64m"},
     )
-    spark.sparkContext.setLogLevel("ERROR")
     inputs = []
     for index in range(8):
         path = workdir / f"input_{index}"

@@ -214,7 +214,10 @@ class JvmBridge:
         if plan is not None and root_class is not None:
             query.plan = self._capture_plan(plan, root_class, probes_for, query.capture_errors)
             self._read_execution(qe, query, wants_metrics(simple_class_name(root_class)))
-        query.sql = self._guard(query, "sql text", lambda: self._option(qe.logical().origin().sqlText()))
+        # Spark keeps the SQL text a plan was parsed from in its root's origin (the optimized root keeps it).
+        query.sql = self._guard(
+            query, "sql text", lambda: self._option((plan if plan is not None else qe.logical()).origin().sqlText())
+        )
         return query
 
     def _logical_plan(self, qe: Any, query: CapturedQuery) -> Any:
