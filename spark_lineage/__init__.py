@@ -57,15 +57,15 @@ def enable(spark: SparkSession, **overrides: Any) -> LineageHandle:
     existing = session_module.handle_for(bridge.session_key)
     if existing is not None:
         return existing
-    spark_conf = bridge.session_info().conf
-    if config_module.is_disabled(spark_conf, overrides):
+    session = bridge.session_info()
+    if config_module.is_disabled(session.conf, overrides):
         log.info("spark_lineage: lineage is disabled by configuration; enable() does nothing")
         return LineageHandle(None)
-    config = config_module.resolve(spark_conf, overrides)
+    config = config_module.resolve(session.conf, overrides)
     if config.unknown_keys:
         log.debug("spark_lineage: ignoring spark.openlineage keys it does not use: %s", config.unknown_keys)
     client = config.create_client()
-    runtime = session_module.LineageRuntime(bridge, config, client)
+    runtime = session_module.LineageRuntime(bridge, config, client, session)
     return session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
-from uuid import UUID
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
@@ -252,10 +251,3 @@ def _schema_field(field: SchemaField) -> schema_dataset.SchemaDatasetFacetFields
         fields=[_schema_field(f) for f in field.fields] or None,
     )
 
-
-def is_uuid(value: str) -> bool:
-    try:
-        UUID(value)
-    except ValueError:
-        return False
-    return True

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 ProbeKind = Literal["value", "strings", "map", "metrics", "node", "plan", "table"]
 
@@ -39,9 +39,6 @@ class Probe:
 def probe(path: str, kind: ProbeKind = "value") -> Probe:
     """Build a probe from a dotted accessor path, e.g. ``probe("relation.location.rootPaths", "strings")``."""
     return Probe(tuple(path.split(".")), kind)
-
-
-PropValue = Union[str, int, float, bool, None, list[str], dict[str, Any], "CapturedNode", "CapturedPlan"]
 
 
 @dataclass

@@ -29,7 +29,7 @@ from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.jvm import JvmBridge, PendingQuery, QueryListener
 from spark_lineage.lineage import AnalysisContext, QueryLineage
-from spark_lineage.plan import CapturedQuery
+from spark_lineage.plan import CapturedQuery, SessionInfo
 from spark_lineage.worker import BoundedWorker, ErrorLog
 
 if TYPE_CHECKING:
@@ -81,12 +81,14 @@ class LineageHandle:
 class LineageRuntime:
     """The live machinery behind an enabled handle."""
 
-    def __init__(self, bridge: JvmBridge, config: LineageConfig, client: OpenLineageClient) -> None:
+    def __init__(
+        self, bridge: JvmBridge, config: LineageConfig, client: OpenLineageClient, session: SessionInfo
+    ) -> None:
         self.bridge = bridge
         self.config = config
         self.client = client
         self.errors = ErrorLog()
-        self.session = bridge.session_info()
+        self.session = session
         self.started_ms = int(time.time() * 1000)
         self.app_run_id = new_run_id(self.started_ms)
         self.events = EventBuilder(config, self.session, self.app_run_id)
@@ -249,6 +251,7 @@ def _unregister(runtime: LineageRuntime) -> None:
         for key, value in list(_runtimes.items()):
             if value is runtime:
                 del _runtimes[key]
+                _handles.pop(key, None)
 
 
 def _live_runtimes() -> list[LineageRuntime]:
