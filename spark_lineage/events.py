@@ -26,7 +26,7 @@ from spark_lineage import naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.facets import PRODUCER, SparkApplicationDetailsRunFacet, SparkPropertiesRunFacet
-from spark_lineage.lineage import DatasetLineage, QueryLineage, SchemaField
+from spark_lineage.lineage import DatasetLineage, OutputStatistics, QueryLineage, SchemaField
 from spark_lineage.plan import CapturedQuery, SessionInfo
 
 
@@ -225,17 +225,22 @@ class EventBuilder:
             namespace=dataset.identifier.namespace,
             name=dataset.identifier.name,
             facets=self._dataset_facets(dataset),
+            inputFacets=self._enabled(dict(dataset.input_facets)),
         )
 
     def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
         output_facets: dict[str, Any] = {}
-        if metrics and ("numOutputRows" in metrics or "numOutputBytes" in metrics):
-            output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                rowCount=metrics.get("numOutputRows"),
-                size=metrics.get("numOutputBytes"),
-                fileCount=metrics.get("numFiles"),
-                producer=PRODUCER,
-            )
+        if metrics is not None:  # a finished run: what it wrote
+            stats = dataset.statistics
+            if stats is None and ("numOutputRows" in metrics or "numOutputBytes" in metrics):
+                stats = OutputStatistics(
+                    metrics.get("numOutputRows"), metrics.get("numOutputBytes"), metrics.get("numFiles")
+                )
+            if stats is not None:
+                output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                    rowCount=stats.rows, size=stats.bytes, fileCount=stats.files, producer=PRODUCER
+                )
+            output_facets.update(dataset.output_facets)
         return OutputDataset(
             namespace=dataset.identifier.namespace,
             name=dataset.identifier.name,
@@ -250,4 +255,3 @@ def _schema_field(field: SchemaField) -> schema_dataset.SchemaDatasetFacetFields
         type=field.type,
         fields=[_schema_field(f) for f in field.fields] or None,
     )
-

@@ -40,6 +40,7 @@ _ITEM_SEP = "\x1e"
 _KV_SEP = " -> "
 _METRIC_VALUE = re.compile(r"value: (-?\d+)\)\s*$")
 _QUERY_LISTENER = "org.apache.spark.sql.util.QueryExecutionListener"
+_METRICS_REPORTER = "org.apache.iceberg.metrics.MetricsReporter"
 
 ProbeLookup = Callable[[str], Mapping[str, Probe]]
 """Given a node's simple class name, the probes its handler wants (empty when none)."""
@@ -98,6 +99,55 @@ class QueryListener:
         implements = [_QUERY_LISTENER]
 
 
+@dataclass
+class PendingReport:
+    """An Iceberg ``MetricsReport`` as the reporter received it: a reference, read later by the worker."""
+
+    report: Any
+
+
+class IcebergMetricsReporter:
+    """An Iceberg ``MetricsReporter`` implemented in Python. Iceberg calls it on the thread that committed or
+    planned a scan; it only hands the report to ``sink`` and returns, and never raises into Iceberg."""
+
+    def __init__(self, sink: Callable[[PendingReport], object]) -> None:
+        self._sink = sink
+        self.active = True
+
+    def report(self, report: Any) -> None:
+        if not self.active:
+            return
+        try:
+            self._sink(PendingReport(report))
+        except BaseException:
+            log.debug("spark_lineage could not queue an Iceberg report", exc_info=True)
+
+    def initialize(self, properties: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:
+        return "spark_lineage Iceberg metrics reporter"
+
+    class Java:
+        implements = [_METRICS_REPORTER]
+
+
+@dataclass
+class _FieldRestore:
+    owner: Any
+    field: Any
+    original: Any
+
+
 class JvmBridge:
     """All JVM access for one SparkSession."""
 
@@ -111,6 +161,7 @@ class JvmBridge:
         self._lock = threading.Lock()
         self._option_evidence: Any = None
         self._session_catalog: Any = None
+        self._iceberg_restores: list[_FieldRestore] = []
 
     @property
     def spark_context(self) -> Any:
@@ -184,6 +235,83 @@ class JvmBridge:
         handle, self._listener_handle = self._listener_handle, None
         if handle is not None and not self.is_stopped():
             self._jsession.listenerManager().unregister(handle)
+
+    # --- Iceberg metrics reporter -----------------------------------------------------------------------------
+
+    def install_iceberg_reporter(self, reporter: IcebergMetricsReporter, catalog_names: list[str]) -> list[str]:
+        """Add ``reporter`` to the metrics reporter of each named Iceberg Spark catalog, keeping whatever reporter
+        the catalog already had (``metrics-reporter-impl``) working beside it. Tables the catalog has already
+        loaded and cached get it too. Returns the catalogs it was added to; the others are logged."""
+        holder = self._jvm.java.util.ArrayList()
+        holder.add(reporter)
+        proxy = holder.get(0)
+        combine = self._jvm.org.apache.iceberg.metrics.MetricsReporters.combine
+        manager = self._jsession.sessionState().catalogManager()
+        installed = []
+        for name in catalog_names:
+            try:
+                iceberg_catalog = manager.catalog(name).icebergCatalog()
+                cached_tables = []
+                if str(iceberg_catalog.getClass().getSimpleName()) == "CachingCatalog":
+                    cache = self._field_value(iceberg_catalog, "tableCache")
+                    cached_tables = list(cache.asMap().values())
+                    iceberg_catalog = self._field_value(iceberg_catalog, "catalog")
+                if str(iceberg_catalog.getClass().getSimpleName()) == "RESTCatalog":
+                    owner, field_name = self._field_value(iceberg_catalog, "sessionCatalog"), "reporter"
+                else:
+                    owner, field_name = iceberg_catalog, "metricsReporter"
+                    self._call_declared(owner, "metricsReporter")  # loads metrics-reporter-impl if not yet
+                self._wrap_field(owner, field_name, lambda current: combine(current, proxy) if current else proxy)
+                for table in cached_tables:
+                    self._wrap_field(table, "reporter", lambda current: combine(current, proxy) if current else proxy)
+                installed.append(name)
+            except Exception as error:  # noqa: BLE001 - one odd catalog must not stop the others
+                log.warning("spark_lineage: no Iceberg metrics from catalog %s: %s", name, _message(error))
+        return installed
+
+    def uninstall_iceberg_reporter(self) -> None:
+        """Put every reporter field changed by :meth:`install_iceberg_reporter` back as it was."""
+        restores, self._iceberg_restores = self._iceberg_restores, []
+        if self.is_stopped():
+            return
+        for restore in reversed(restores):
+            restore.field.set(restore.owner, restore.original)
+
+    def iceberg_report_json(self, pending: PendingReport) -> tuple[str, str]:
+        """(``commit`` or ``scan``, the report in Iceberg's own JSON), in one call for the JSON."""
+        metrics = self._jvm.org.apache.iceberg.metrics
+        if str(pending.report.getClass().getSimpleName()).endswith("CommitReport"):
+            return "commit", str(metrics.CommitReportParser.toJson(pending.report))
+        return "scan", str(metrics.ScanReportParser.toJson(pending.report))
+
+    def _declared_field(self, obj: Any, name: str) -> Any:
+        cls = obj.getClass()
+        while cls is not None:
+            for field in cls.getDeclaredFields():
+                if str(field.getName()) == name:
+                    field.setAccessible(True)
+                    return field
+            cls = cls.getSuperclass()
+        raise JvmError(f"{obj.getClass().getName()} has no field {name}")
+
+    def _field_value(self, obj: Any, name: str) -> Any:
+        return self._declared_field(obj, name).get(obj)
+
+    def _wrap_field(self, owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+        field = self._declared_field(owner, name)
+        original = field.get(owner)
+        field.set(owner, wrap(original))
+        self._iceberg_restores.append(_FieldRestore(owner, field, original))
+
+    def _call_declared(self, obj: Any, name: str) -> Any:
+        cls = obj.getClass()
+        while cls is not None:
+            for method in cls.getDeclaredMethods():
+                if str(method.getName()) == name and int(method.getParameterCount()) == 0:
+                    method.setAccessible(True)
+                    return method.invoke(obj, None)
+            cls = cls.getSuperclass()
+        return None
 
     # --- capture -------------------------------------------------------------------------------------------
 
@@ -303,7 +431,13 @@ class JvmBridge:
                 value = cache[prefix]
                 continue
             step = spec.path[depth - 1]
-            value = self._option(value) if step == "?" else getattr(value, step)()
+            if step == "?":
+                value = self._option(value)
+            elif step.endswith(")"):  # a one-string-argument call, e.g. get(format)
+                name, argument = step[:-1].split("(", 1)
+                value = getattr(value, name)(argument)
+            else:
+                value = getattr(value, step)()
             cache[prefix] = value
             if value is None:
                 return None
@@ -328,6 +462,8 @@ class JvmBridge:
             return self._capture_plan(value, self._class_name(value), probes_for, errors)
         if kind == "table":
             return self._lookup_table(value, probes_for, errors)
+        if kind == "v2table":
+            return self._load_v2_table(value, probes_for, errors)
         raise JvmError(f"unknown probe kind {kind!r}")
 
     def _lookup_table(self, value: Any, probes_for: ProbeLookup, errors: list[str]) -> CapturedNode:
@@ -361,6 +497,16 @@ class JvmBridge:
         else:
             node.props["defaultLocation"] = _safe(lambda: str(catalog.defaultTablePath(identifier).toString()))
         return node
+
+    def _load_v2_table(self, resolved_identifier: Any, probes_for: ProbeLookup, errors: list[str]) -> Any:
+        """The table a V2 command named (a ``ResolvedIdentifier``), loaded from its catalog now; ``None`` when it
+        no longer exists."""
+        catalog = resolved_identifier.catalog()
+        try:
+            table = catalog.loadTable(resolved_identifier.identifier())
+        except Exception:  # noqa: BLE001 - dropped or replaced since: the analysis falls back to defaults
+            return None
+        return self._capture_node(table, None, probes_for, errors)
 
     # --- helpers -------------------------------------------------------------------------------------------
 

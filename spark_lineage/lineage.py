@@ -23,6 +23,13 @@ class SchemaField:
     fields: tuple[SchemaField, ...] = ()
 
 
+@dataclass(frozen=True)
+class OutputStatistics:
+    rows: int | None = None
+    bytes: int | None = None
+    files: int | None = None
+
+
 @dataclass
 class DatasetLineage:
     """One dataset a query touched."""
@@ -35,7 +42,12 @@ class DatasetLineage:
     previous: DatasetIdentifier | None = None
     """The identity before a RENAME."""
     extra_facets: dict[str, Any] = field(default_factory=dict)
-    """Facets a handler attaches beyond the standard ones, by facet name."""
+    """Dataset facets a handler attaches beyond the standard ones, by facet name."""
+    input_facets: dict[str, Any] = field(default_factory=dict)
+    output_facets: dict[str, Any] = field(default_factory=dict)
+    statistics: OutputStatistics | None = None
+    """Rows, bytes and files written, when the dataset itself says (an Iceberg commit report); otherwise the
+    query's SQL metrics are used."""
 
     def merge(self, other: DatasetLineage) -> None:
         """Fold a second sighting of the same dataset into this one, keeping what each knew."""
@@ -46,6 +58,9 @@ class DatasetLineage:
         self.lifecycle = self.lifecycle or other.lifecycle
         self.previous = self.previous or other.previous
         self.extra_facets = {**other.extra_facets, **self.extra_facets}
+        self.input_facets = {**other.input_facets, **self.input_facets}
+        self.output_facets = {**other.output_facets, **self.output_facets}
+        self.statistics = self.statistics or other.statistics
 
 
 @dataclass
@@ -69,3 +84,7 @@ class AnalysisContext:
     inputs_of: Callable[[CapturedPlan, AnalysisContext], list[DatasetLineage]] = field(default=lambda plan, ctx: [])
     """Analyzes a nested plan (a cached relation's plan, a CTAS query) into its input datasets."""
     errors: list[str] = field(default_factory=list)
+    iceberg_commits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Iceberg commit reports by table name, waiting for the query that made them."""
+    iceberg_scans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Iceberg scan reports by table name, waiting for the query that planned them."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ProbeKind = Literal["value", "strings", "map", "metrics", "node", "plan", "table"]
+ProbeKind = Literal["value", "strings", "map", "metrics", "node", "plan", "table", "v2table"]
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,8 @@ class Probe:
     """One accessor chain a handler wants evaluated on a JVM object, and how to bring the result back.
 
     ``path`` is a chain of zero-argument Scala/Java methods called left to right. The step ``"?"`` unwraps a
-    Scala ``Option`` (the probe yields ``None`` when it is empty).
+    Scala ``Option`` (the probe yields ``None`` when it is empty); a step ``name(text)`` calls ``name`` with the
+    one string argument ``text``.
 
     ``kind`` says how the last value crosses into Python, in one round trip where possible:
 
@@ -29,7 +30,8 @@ class Probe:
     - ``metrics``: a Scala map of ``SQLMetric``, read as ``{name: value}``;
     - ``node``: an object captured with the probes its own class's handler declares;
     - ``plan``: a logical plan captured like a query's plan (root and leaves);
-    - ``table``: a ``TableIdentifier`` (or a table name string) looked up in the session catalog.
+    - ``table``: a ``TableIdentifier`` (or a table name string) looked up in the session catalog;
+    - ``v2table``: a ``ResolvedIdentifier`` whose table is loaded from its V2 catalog.
     """
 
     path: tuple[str, ...]

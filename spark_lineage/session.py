@@ -18,16 +18,17 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunEvent, RunState
 
-from spark_lineage import analysis, handlers
+from spark_lineage import analysis, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder, new_run_id
-from spark_lineage.jvm import JvmBridge, PendingQuery, QueryListener
+from spark_lineage.jvm import IcebergMetricsReporter, JvmBridge, PendingQuery, PendingReport, QueryListener
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import CapturedQuery, SessionInfo
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_lineage")
 
 RECORD_CAPTURES_ENV = "SPARK_LINEAGE_RECORD_CAPTURES"
+# Iceberg reports nobody claims (a scan planned by a read-only action) are kept only this much.
+_REPORTS_KEPT_PER_TABLE = 20
+_TABLES_WITH_REPORTS_KEPT = 200
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
@@ -97,13 +101,14 @@ class LineageRuntime:
         self.context_id = id(bridge.spark_context)
         self._shutdown_lock = threading.Lock()
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
-        self.analysis_worker: BoundedWorker[PendingQuery] = BoundedWorker(
+        self.analysis_worker: BoundedWorker[PendingQuery | PendingReport] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
         )
         self.delivery_worker: BoundedWorker[RunEvent] = BoundedWorker(
             "spark_lineage-delivery", self._deliver, config.queue_size * 2, self.errors
         )
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
+        self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -111,6 +116,10 @@ class LineageRuntime:
         self.delivery_worker.submit(self.events.application_event(RunState.START, self.started_ms))
         self.bridge.register_listener(self.listener)
         self.active = True
+        if not self.config.iceberg_metrics_reporter_disabled:
+            catalogs = iceberg_catalog_names(self.session.conf)
+            if catalogs:
+                self.bridge.install_iceberg_reporter(self.iceberg_reporter, catalogs)
 
     def flush(self, timeout: float | None) -> bool:
         deadline = _Deadline(timeout)
@@ -140,6 +149,10 @@ class LineageRuntime:
             self.bridge.unregister_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("unregistering the listener", exc)
+        try:
+            self.bridge.uninstall_iceberg_reporter()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("restoring Iceberg metrics reporters", exc)
         self.analysis_worker.close(deadline.seconds())
         self.delivery_worker.submit(
             self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
@@ -156,7 +169,10 @@ class LineageRuntime:
 
     # --- worker steps --------------------------------------------------------------------------------------
 
-    def _analyze(self, pending: PendingQuery) -> None:
+    def _analyze(self, pending: PendingQuery | PendingReport) -> None:
+        if isinstance(pending, PendingReport):
+            self._keep_iceberg_report(pending)
+            return
         try:
             query = self.bridge.capture(
                 pending,
@@ -190,6 +206,24 @@ class LineageRuntime:
         for event in self.events.query_events(query, lineage):
             self.delivery_worker.submit(event)
 
+    def _keep_iceberg_report(self, pending: PendingReport) -> None:
+        """Hold an Iceberg report for the query that caused it: Iceberg reports during the query, Spark calls
+        our listener after it, and both reach this worker in that order."""
+        try:
+            kind, text = self.bridge.iceberg_report_json(pending)
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("reading an Iceberg metrics report", exc)
+            return
+        finally:
+            pending.report = None
+        report = json.loads(text)
+        store = self.context.iceberg_commits if kind == "commit" else self.context.iceberg_scans
+        waiting = store.setdefault(str(report.get("table-name")), [])
+        waiting.append(report)
+        del waiting[:-_REPORTS_KEPT_PER_TABLE]
+        while len(store) > _TABLES_WITH_REPORTS_KEPT:
+            store.pop(next(iter(store)))
+
     def _deliver(self, event: RunEvent) -> None:
         try:
             self.client.emit(event)
@@ -206,6 +240,15 @@ class LineageRuntime:
             (directory / name).write_text(json.dumps(query.to_dict(), indent=2, sort_keys=True))
         except Exception as exc:  # noqa: BLE001
             self.errors.report("recording a capture", exc)
+
+
+def iceberg_catalog_names(conf: Mapping[str, str]) -> list[str]:
+    """The Spark catalogs the configuration makes Iceberg catalogs."""
+    names = []
+    for key, value in conf.items():
+        if key.startswith("spark.sql.catalog.") and key.count(".") == 3 and value in naming.ICEBERG_SPARK_CATALOGS:
+            names.append(key.rsplit(".", 1)[-1])
+    return sorted(names)
 
 
 class _Deadline:

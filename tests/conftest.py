@@ -15,23 +15,57 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("warehouse")
 
 
+ICEBERG_VERSION = "1.11.0"
+SQLITE_JDBC_VERSION = "3.51.1.0"
+
+
+def iceberg_runtime(pyspark_version: str) -> str:
+    """The Iceberg Spark runtime for a PySpark version (PyPI's pyspark 3.5 is Scala 2.12, 4.x is 2.13)."""
+    spark_line = ".".join(pyspark_version.split(".")[:2])
+    scala = "2.12" if spark_line.startswith("3.") else "2.13"
+    return f"org.apache.iceberg:iceberg-spark-runtime-{spark_line}_{scala}:{ICEBERG_VERSION}"
+
+
 @pytest.fixture(scope="session")
-def spark(warehouse: Path) -> Iterator[Any]:
-    """One local Spark session for the whole run: starting a JVM costs seconds."""
+def iceberg_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("iceberg")
+
+
+@pytest.fixture(scope="session")
+def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
+    """One local Spark session for the whole run: starting a JVM costs seconds. It has two Iceberg catalogs:
+    ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite)."""
     pyspark = pytest.importorskip("pyspark")
     pyspark_sql = pytest.importorskip("pyspark.sql")
     scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
-    session = (
+    packages = [
+        # Avro is an external Spark module; Iceberg's runtime and the sqlite JDBC driver come the same way.
+        f"org.apache.spark:spark-avro_{scala}:{pyspark.__version__}",
+        iceberg_runtime(pyspark.__version__),
+        f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}",
+    ]
+    catalogs = {
+        "spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.hcat.type": "hadoop",
+        "spark.sql.catalog.hcat.warehouse": str(iceberg_dir / "hadoop_warehouse"),
+        "spark.sql.catalog.jcat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.jcat.type": "jdbc",
+        "spark.sql.catalog.jcat.uri": f"jdbc:sqlite:{iceberg_dir / 'catalog.db'}",
+        "spark.sql.catalog.jcat.warehouse": str(iceberg_dir / "jdbc_warehouse"),
+    }
+    builder = (
         pyspark_sql.SparkSession.builder.master("local[2]")
         .appName("Lineage Tests")
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
-        # Avro is an external Spark module: its jar comes from Maven Central, for the Spark under test.
-        .config("spark.jars.packages", f"org.apache.spark:spark-avro_{scala}:{pyspark.__version__}")
-        .getOrCreate()
+        .config("spark.jars.packages", ",".join(packages))
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
     )
+    for key, value in catalogs.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -3,12 +3,13 @@
 - ``relations``: leaves that read data (file sources, tables, cached relations) or read none.
 - ``writes``: commands that write files and session-catalog tables.
 - ``ddl``: CREATE, DROP, TRUNCATE, RENAME and ALTER on session-catalog tables.
+- ``iceberg``: DataSource V2 reads, writes and DDL on Iceberg tables.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import ddl, relations, writes
+from spark_lineage.handlers import ddl, iceberg, relations, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register, registered_names
 
@@ -16,6 +17,7 @@ __all__ = [
     "NodeHandler",
     "ddl",
     "handler_for",
+    "iceberg",
     "probes_for",
     "register",
     "registered_names",

@@ -56,12 +56,21 @@ class DropTableHandler(TableCommandHandler):
     class_names = ("DropTable",)
     probes = {
         "catalog": Probe(("child", "catalog", "name")),
+        "identifier": Probe(("child", "identifier", "toString")),
         "table": Probe(("child", "identifier", "toString"), "table"),
     }
     lifecycle = "DROP"
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        if node.get("catalog", SESSION_CATALOG) != SESSION_CATALOG:
+        from spark_lineage.handlers.iceberg import iceberg_dataset
+
+        catalog, identifier = node.get("catalog", SESSION_CATALOG), node.get("identifier")
+        is_iceberg = naming.IcebergCatalog.from_spark_conf(catalog, dict(ctx.session.conf)) is not None
+        if is_iceberg and (catalog != SESSION_CATALOG or f"{catalog}.{identifier}" in ctx.table_locations):
+            named = CapturedNode("DropTable", {"catalog": catalog, "identifier": identifier})
+            dataset = iceberg_dataset(named, ctx, role="command", lifecycle="DROP")
+            return [dataset] if dataset else []
+        if catalog != SESSION_CATALOG:
             return []
         return super().outputs(node, ctx)
 

@@ -1,0 +1,249 @@
+"""DataSource V2 plans over Iceberg tables: reads, writes, row-level operations, CTAS/RTAS, CREATE and DROP.
+
+An Iceberg table's location is the dataset; ``db.table`` in its catalog goes into ``symlinks``; ``catalog``,
+``storage`` and ``version`` (the snapshot id read or produced) describe it; the commit and scan reports that
+Iceberg itself produced for the query become ``icebergCommitReport`` / ``icebergScanReport`` facets and the
+output statistics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openlineage.client.facet_v2 import catalog_dataset, dataset_version_dataset, storage_dataset
+
+from iceberg_facets.facets import commit_report_facet, scan_report_facet
+from spark_lineage import naming
+from spark_lineage.facets import PRODUCER
+from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.registry import register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, OutputStatistics
+from spark_lineage.plan import CapturedNode, Probe
+
+
+@register
+class SparkTableHandler(NodeHandler):
+    """Iceberg's Spark table; probed as the table of a V2 relation, not a plan node of its own."""
+
+    class_names = ("SparkTable",)
+    probes = {
+        "location": Probe(("table", "location")),
+        "name": Probe(("table", "name")),
+        "format": Probe(("properties", "get(format)")),
+        "snapshotId": Probe(("snapshotId",)),
+        "currentSnapshotId": Probe(("table", "currentSnapshot", "snapshotId")),
+        "schema": Probe(("schema", "json")),
+    }
+
+
+@register
+class RowLevelOperationTableHandler(NodeHandler):
+    """The table a MERGE, UPDATE or DELETE rewrites, as its own scan sees it."""
+
+    class_names = ("RowLevelOperationTable",)
+    probes = {"table": Probe(("table",), "node")}
+
+
+@register
+class DataSourceV2RelationHandler(NodeHandler):
+    """A V2 table in a plan: read where it is a leaf, written where a write command names it."""
+
+    class_names = ("DataSourceV2Relation",)
+    probes = {
+        "table": Probe(("table",), "node"),
+        "catalog": Probe(("catalog", "?", "name")),
+        "identifier": Probe(("identifier", "?", "toString")),
+    }
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        table: CapturedNode | None = node.get("table")
+        if table is not None and table.simple_name == "RowLevelOperationTable":
+            return []  # the rewritten target of MERGE/UPDATE/DELETE is their output, not an input
+        dataset = iceberg_dataset(node, ctx, role="input")
+        return [dataset] if dataset else []
+
+
+@register
+class DataSourceV2ScanRelationHandler(NodeHandler):
+    """A planned V2 scan: the relation it scans."""
+
+    class_names = ("DataSourceV2ScanRelation",)
+    probes = {"relation": Probe(("relation",), "node")}
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        relation = node.get("relation")
+        return DataSourceV2RelationHandler().inputs(relation, ctx) if relation is not None else []
+
+
+class V2WriteHandler(NodeHandler):
+    """A write to the V2 table named by the ``relation`` probe."""
+
+    lifecycle: str | None = None
+    probes = {"relation": Probe(("table",), "node")}
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        relation = node.get("relation")
+        dataset = iceberg_dataset(relation, ctx, role="output", lifecycle=self.lifecycle) if relation else None
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        relation: CapturedNode | None = node.get("relation")
+        return _qualified_name(relation) if relation else None
+
+
+@register
+class AppendDataHandler(V2WriteHandler):
+    """``INSERT INTO``, ``writeTo().append()``, and the data write of CTAS."""
+
+    class_names = ("AppendData",)
+
+
+@register
+class OverwriteHandler(V2WriteHandler):
+    """``INSERT OVERWRITE``, ``overwritePartitions()``, and the data write of RTAS."""
+
+    class_names = ("OverwriteByExpression", "OverwritePartitionsDynamic")
+    lifecycle = "OVERWRITE"
+
+
+@register
+class RowLevelWriteHandler(V2WriteHandler):
+    """``MERGE INTO``, ``UPDATE`` and ``DELETE``, copy-on-write (ReplaceData) or merge-on-read (WriteDelta)."""
+
+    class_names = ("ReplaceData", "WriteDelta")
+    probes = {"relation": Probe(("originalTable",), "node")}
+
+
+class V2TableCommandHandler(NodeHandler):
+    """A command that names a V2 table by identifier (``CREATE TABLE``, CTAS, RTAS, ``DROP TABLE``)."""
+
+    lifecycle = "CREATE"
+    probes = {
+        "catalog": Probe(("name", "catalog", "name")),
+        "identifier": Probe(("name", "identifier", "toString")),
+        "table": Probe(("name",), "v2table"),
+    }
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        dataset = iceberg_dataset(node, ctx, role="command", lifecycle=self.lifecycle)
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        return _qualified_name(node)
+
+
+@register
+class CreateV2TableHandler(V2TableCommandHandler):
+    class_names = ("CreateTable",)
+
+
+@register
+class ReplaceV2TableHandler(V2TableCommandHandler):
+    class_names = ("ReplaceTable",)
+    lifecycle = "OVERWRITE"
+
+
+@register
+class CreateV2TableAsSelectHandler(V2TableCommandHandler):
+    """CTAS into a V2 catalog: the data write runs as a nested append, reported as a query of its own."""
+
+    class_names: tuple[str, ...] = ("CreateTableAsSelect",)
+    probes = {**V2TableCommandHandler.probes, "query": Probe(("query",), "plan")}
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        query = node.get("query")
+        return ctx.inputs_of(query, ctx) if query is not None else []
+
+
+@register
+class ReplaceV2TableAsSelectHandler(CreateV2TableAsSelectHandler):
+    class_names = ("ReplaceTableAsSelect",)
+    lifecycle = "OVERWRITE"
+
+
+def iceberg_dataset(
+    relation: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None = None
+) -> DatasetLineage | None:
+    """The dataset for an Iceberg table named by a V2 relation (or V2 command): ``catalog`` and ``identifier``
+    props, and the ``table`` captured from it (absent when it could not be loaded, e.g. after DROP)."""
+    catalog_name, identifier = relation.get("catalog"), relation.get("identifier")
+    table: CapturedNode | None = relation.get("table")
+    catalog = naming.IcebergCatalog.from_spark_conf(catalog_name, dict(ctx.session.conf)) if catalog_name else None
+    if catalog is None or identifier is None:
+        kind = table.simple_name if table is not None else "unknown"
+        ctx.errors.append(f"V2 table {catalog_name}.{identifier} ({kind}) is not an Iceberg table: not reported")
+        return None
+    if table is not None and table.simple_name == "RowLevelOperationTable":
+        table = table.get("table")
+    key = f"{catalog.name}.{identifier}"
+    location = (table.get("location") if table else None) or ctx.table_locations.get(key)
+    location = location or catalog.default_table_location(identifier)
+    if location is None:
+        ctx.errors.append(f"no location known for Iceberg table {key}")
+        return None
+    ctx.table_locations[key] = location
+    dataset = DatasetLineage(naming.from_location(location), lifecycle=lifecycle)
+    symlink = catalog.symlink(identifier)
+    if symlink is not None:
+        dataset.symlinks.append(symlink)
+    dataset.extra_facets["catalog"] = catalog_dataset.CatalogDatasetFacet(
+        framework="iceberg",
+        type=catalog.type,
+        name=catalog.name,
+        warehouseUri=catalog.warehouse,
+        metadataUri=catalog.uri,
+        source="spark",
+        producer=PRODUCER,
+    )
+    if table is None:
+        return dataset
+    dataset.schema = schema_fields(table.get("schema"))
+    file_format = str(table.get("format") or "iceberg/parquet").replace("iceberg/", "")
+    dataset.extra_facets["storage"] = storage_dataset.StorageDatasetFacet(
+        storageLayer="iceberg", fileFormat=file_format, producer=PRODUCER
+    )
+    report_names = [table.get("name") or key, key, identifier]
+    version = table.get("snapshotId") or table.get("currentSnapshotId")
+    if role == "output":
+        report = _claim(ctx.iceberg_commits, report_names, table.get("currentSnapshotId"))
+        if report is not None:
+            facet = commit_report_facet(report, PRODUCER)
+            dataset.output_facets["icebergCommitReport"] = facet
+            version = facet.snapshotId
+            metrics = facet.commitMetrics
+            dataset.statistics = OutputStatistics(
+                metrics.get("addedRecords"), metrics.get("addedFilesSizeInBytes"), metrics.get("addedDataFiles")
+            )
+    elif role == "input":
+        report = _claim(ctx.iceberg_scans, report_names, version)
+        if report is not None:
+            scan_facet = scan_report_facet(report, PRODUCER)
+            dataset.input_facets["icebergScanReport"] = scan_facet
+            version = scan_facet.snapshotId or version
+    if version is not None and role != "command":
+        dataset.extra_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=str(version), producer=PRODUCER
+        )
+    return dataset
+
+
+def _claim(
+    reports: dict[str, list[dict[str, Any]]], names: list[str], snapshot_id: Any = None
+) -> dict[str, Any] | None:
+    """Take the reports waiting for the table, under any of its ``names`` (Iceberg names a table
+    ``catalog.db.table``, or ``db.table`` inside a create/replace transaction). The one for ``snapshot_id`` is
+    preferred; otherwise the latest (a write commits once)."""
+    waiting: list[dict[str, Any]] = []
+    for name in dict.fromkeys(names):
+        waiting.extend(reports.pop(name, []))
+    if not waiting:
+        return None
+    matching = [r for r in waiting if snapshot_id is not None and r.get("snapshot-id") == snapshot_id]
+    return (matching or waiting)[-1]
+
+
+def _qualified_name(node: CapturedNode) -> str | None:
+    catalog, identifier = node.get("catalog"), node.get("identifier")
+    if identifier is None:
+        return None
+    return f"{catalog}.{identifier}" if catalog else str(identifier)

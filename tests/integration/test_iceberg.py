@@ -1,0 +1,301 @@
+"""Iceberg tables in Spark: identity, lifecycle, versions, and commit and scan reports from Iceberg itself.
+
+Runs on the session's two Iceberg catalogs: ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite). Every commit
+facet is checked against the table's own snapshot summary.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spark_lineage
+from tests.support import LineageReceiver, datasets, only_run, runs_by_job
+
+pytestmark = pytest.mark.spark
+
+_names = itertools.count()
+
+
+@pytest.fixture(params=["hcat", "jcat"])
+def catalog(request: pytest.FixtureRequest, spark: Any) -> str:
+    name = str(request.param)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name}.db")
+    return name
+
+
+@pytest.fixture()
+def table(spark: Any, catalog: str) -> Iterator[str]:
+    """A fresh table name in the catalog under test, dropped afterwards."""
+    name = f"{catalog}.db.t{next(_names)}"
+    yield name
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def _location(iceberg_dir: Path, catalog: str, table: str) -> str:
+    warehouse = "hadoop_warehouse" if catalog == "hcat" else "jdbc_warehouse"
+    return str(iceberg_dir / warehouse / table.split(".", 1)[1].replace(".", "/"))
+
+
+def _symlink(iceberg_dir: Path, catalog: str, table: str) -> dict[str, str]:
+    namespace = (
+        f"file:{iceberg_dir / 'hadoop_warehouse'}" if catalog == "hcat" else f"jdbc:sqlite:{iceberg_dir / 'catalog.db'}"
+    )
+    return {"namespace": namespace, "name": table.split(".", 1)[1], "type": "TABLE"}
+
+
+def _snapshots(spark: Any, table: str) -> list[dict[str, Any]]:
+    rows = spark.sql(f"SELECT snapshot_id, operation, summary FROM {table}.snapshots ORDER BY committed_at").collect()
+    return [{"id": r.snapshot_id, "operation": r.operation, "summary": dict(r.summary)} for r in rows]
+
+
+def _assert_commit_matches(output: dict[str, Any], snapshot: dict[str, Any]) -> None:
+    report = output["outputFacets"]["icebergCommitReport"]
+    summary = snapshot["summary"]
+    assert report["snapshotId"] == snapshot["id"]
+    assert report["operation"] == snapshot["operation"]
+    metrics = report["commitMetrics"]
+    assert metrics["attempts"] == 1
+    assert metrics["totalDuration"] >= 0
+    for field, key in (
+        ("addedDataFiles", "added-data-files"),
+        ("addedRecords", "added-records"),
+        ("removedDataFiles", "deleted-data-files"),
+    ):
+        assert metrics.get(field, 0) == int(summary.get(key, 0)), field
+    assert output["facets"]["version"]["datasetVersion"] == str(snapshot["id"])
+    stats = output["outputFacets"]["outputStatistics"]
+    assert stats["rowCount"] == int(summary.get("added-records", 0))
+    assert stats["fileCount"] == int(summary.get("added-data-files", 0))
+
+
+def test_create_insert_and_commit_report(
+    spark: Any, lineage: Any, receiver: LineageReceiver, catalog: str, table: str, iceberg_dir: Path
+) -> None:
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    assert lineage.flush(60)
+
+    location = _location(iceberg_dir, catalog, table)
+    _, create = only_run(receiver.events, "create_table")
+    assert create["job"]["name"] == f"lineage_tests.create_table.{table.replace('.', '_')}"
+    assert datasets(create, "outputs") == [("file", location)]
+    out = create["outputs"][0]
+    assert out["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
+    assert out["facets"]["symlinks"]["identifiers"] == [_symlink(iceberg_dir, catalog, table)]
+    catalog_facet = out["facets"]["catalog"]
+    assert (catalog_facet["framework"], catalog_facet["type"], catalog_facet["name"], catalog_facet["source"]) == (
+        "iceberg",
+        "hadoop" if catalog == "hcat" else "jdbc",
+        catalog,
+        "spark",
+    )
+    assert out["facets"]["storage"] == {**out["facets"]["storage"], "storageLayer": "iceberg", "fileFormat": "parquet"}
+
+    _, insert = only_run(receiver.events, "append_data")
+    assert datasets(insert, "outputs") == [("file", location)]
+    (snapshot,) = _snapshots(spark, table)
+    _assert_commit_matches(insert["outputs"][0], snapshot)
+    assert [f["name"] for f in insert["outputs"][0]["facets"]["schema"]["fields"]] == ["id", "name"]
+
+
+def test_dataframe_writer_v2(
+    spark: Any, lineage: Any, receiver: LineageReceiver, catalog: str, table: str, iceberg_dir: Path
+) -> None:
+    frame = spark.range(6).selectExpr("id", "id % 2 AS part")
+    frame.writeTo(table).partitionedBy("part").create()
+    frame.writeTo(table).append()
+    frame.where("part = 1").writeTo(table).overwritePartitions()
+    frame.writeTo(table).replace()
+    assert lineage.flush(60)
+
+    location = _location(iceberg_dir, catalog, table)
+    snapshots = _snapshots(spark, table)
+    writes = [run[-1] for run in runs_by_job(receiver.events, "") if run[-1]["outputs"]]
+    by_node = [
+        (
+            e["job"]["name"].split(".")[1],
+            e["outputs"][0].get("facets", {}).get("lifecycleStateChange", {}).get("lifecycleStateChange"),
+        )
+        for e in writes
+    ]
+    assert by_node == [
+        ("append_data", None),
+        ("atomic_create_table_as_select", "CREATE"),
+        ("append_data", None),
+        ("overwrite_partitions_dynamic", "OVERWRITE"),
+        ("overwrite_by_expression", "OVERWRITE"),
+        ("atomic_replace_table_as_select", "OVERWRITE"),
+    ]
+    data_writes = [e for e in writes if "icebergCommitReport" in e["outputs"][0].get("outputFacets", {})]
+    assert len(data_writes) == len(snapshots) == 4
+    for event, snapshot in zip(data_writes, snapshots):
+        assert datasets(event, "outputs") == [("file", location)]
+        _assert_commit_matches(event["outputs"][0], snapshot)
+
+
+def test_insert_overwrite_merge_update_delete(
+    spark: Any, lineage: Any, receiver: LineageReceiver, catalog: str, table: str, iceberg_dir: Path
+) -> None:
+    source = f"{table}_src"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, v STRING) USING iceberg")
+    spark.sql(f"CREATE TABLE {source} (id BIGINT, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {source} VALUES (1, 'one'), (2, 'two'), (3, 'three')")
+    try:
+        spark.sql(f"INSERT OVERWRITE {table} SELECT * FROM {source} WHERE id < 3")
+        spark.sql(
+            f"MERGE INTO {table} t USING {source} s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = upper(s.v) WHEN NOT MATCHED THEN INSERT *"
+        )
+        spark.sql(f"UPDATE {table} SET v = 'x' WHERE id = 1")
+        spark.sql(f"DELETE FROM {table} WHERE id = 2")
+        assert lineage.flush(60)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {source}")
+
+    location, source_location = _location(iceberg_dir, catalog, table), _location(iceberg_dir, catalog, source)
+    snapshots = _snapshots(spark, table)
+    assert [s["operation"] for s in snapshots] == ["overwrite", "overwrite", "overwrite", "overwrite"] or len(
+        snapshots
+    ) == 4
+    writes = [
+        run[-1]
+        for run in runs_by_job(receiver.events, "")
+        if datasets(run[-1], "outputs") == [("file", location)]
+        and "icebergCommitReport" in run[-1]["outputs"][0].get("outputFacets", {})
+    ]
+    assert [w["job"]["name"].split(".")[1] for w in writes] == [
+        "overwrite_by_expression",
+        "replace_data",
+        "replace_data",
+        "replace_data",
+    ]
+    for event, snapshot in zip(writes, snapshots):
+        _assert_commit_matches(event["outputs"][0], snapshot)
+    overwrite, merge, update, delete = writes
+    assert datasets(overwrite, "inputs") == [("file", source_location)]
+    assert datasets(merge, "inputs") == [("file", source_location)]
+    assert datasets(update, "inputs") == datasets(delete, "inputs") == []
+    assert merge["job"]["facets"]["sql"]["query"].startswith("MERGE INTO")
+
+
+def test_reads_with_filters_and_time_travel(
+    spark: Any,
+    lineage: Any,
+    receiver: LineageReceiver,
+    catalog: str,
+    table: str,
+    iceberg_dir: Path,
+    data_dir: Path,
+) -> None:
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a')")
+    spark.sql(f"INSERT INTO {table} VALUES (2, 'b'), (3, 'c')")
+    first, second = _snapshots(spark, table)
+    spark.table(table).where("id > 1").write.parquet(str(data_dir / "filtered"))
+    spark.sql(f"SELECT * FROM {table} VERSION AS OF {first['id']}").write.parquet(str(data_dir / "travelled"))
+    assert lineage.flush(60)
+
+    location = _location(iceberg_dir, catalog, table)
+    _, filtered = only_run(receiver.events, "data_filtered")
+    assert datasets(filtered, "inputs") == [("file", location)]
+    read = filtered["inputs"][0]
+    assert read["facets"]["version"]["datasetVersion"] == str(second["id"])
+    scan = read["inputFacets"]["icebergScanReport"]
+    assert scan["snapshotId"] == second["id"]
+    assert scan["projectedFieldNames"] == ["id", "v"]
+    assert "id >" in scan["filterDescription"]
+    assert scan["scanMetrics"]["resultDataFiles"] + scan["scanMetrics"]["skippedDataFiles"] == 2
+    assert scan["scanMetrics"]["skippedDataFiles"] >= 1  # the first insert's file holds only id 1: pruned
+    assert filtered["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 2
+
+    _, travelled = only_run(receiver.events, "data_travelled")
+    read = travelled["inputs"][0]
+    assert read["facets"]["version"]["datasetVersion"] == str(first["id"])
+    assert read["inputFacets"]["icebergScanReport"]["snapshotId"] == first["id"]
+    assert travelled["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 1
+
+
+def test_ctas_rtas_and_drop(
+    spark: Any, lineage: Any, receiver: LineageReceiver, catalog: str, table: str, iceberg_dir: Path
+) -> None:
+    copy = f"{table}_copy"
+    spark.sql(f"CREATE TABLE {table} USING iceberg AS SELECT id, id * 2 AS twice FROM range(4)")
+    spark.sql(f"CREATE TABLE {copy} USING iceberg AS SELECT * FROM {table}")
+    spark.sql(f"REPLACE TABLE {copy} USING iceberg AS SELECT * FROM {table} WHERE id > 1")
+    spark.sql(f"DROP TABLE {copy}")
+    assert lineage.flush(60)
+
+    location, copy_location = _location(iceberg_dir, catalog, table), _location(iceberg_dir, catalog, copy)
+    suffix = copy.replace(".", "_")
+    _, ctas = only_run(receiver.events, f"atomic_create_table_as_select.{suffix}")
+    assert datasets(ctas, "inputs") == [("file", location)]
+    assert datasets(ctas, "outputs") == [("file", copy_location)]
+    assert ctas["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
+    _, rtas = only_run(receiver.events, f"atomic_replace_table_as_select.{suffix}")
+    assert rtas["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    _, drop = only_run(receiver.events, "lineage_tests.drop_table")
+    assert datasets(drop, "outputs") == [("file", copy_location)]
+    assert drop["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+    assert drop["outputs"][0]["facets"]["symlinks"]["identifiers"] == [_symlink(iceberg_dir, catalog, copy)]
+
+
+def _reporter_field(spark: Any, catalog: str) -> Any:
+    iceberg_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
+    field = iceberg_catalog.getClass().getDeclaredField("catalog")
+    field.setAccessible(True)
+    real = field.get(iceberg_catalog)
+    cls = real.getClass()
+    while cls.getSimpleName() != "BaseMetastoreCatalog":
+        cls = cls.getSuperclass()
+    reporter_field = cls.getDeclaredField("metricsReporter")
+    reporter_field.setAccessible(True)
+    return reporter_field.get(real)
+
+
+def test_user_reporter_keeps_working_and_disable_restores_it(
+    spark: Any, receiver: LineageReceiver, iceberg_dir: Path
+) -> None:
+    confs = {
+        "spark.sql.catalog.mcat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.mcat.type": "hadoop",
+        "spark.sql.catalog.mcat.warehouse": str(iceberg_dir / "mcat_warehouse"),
+        "spark.sql.catalog.mcat.metrics-reporter-impl": "org.apache.iceberg.metrics.InMemoryMetricsReporter",
+    }
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS mcat.db")
+    spark.sql("CREATE TABLE mcat.db.loaded_before (id BIGINT) USING iceberg")  # cached before enable()
+    user_reporter = _reporter_field(spark, "mcat")
+    assert user_reporter.getClass().getSimpleName() == "InMemoryMetricsReporter"
+
+    handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+    try:
+        spark.sql("INSERT INTO mcat.db.loaded_before VALUES (1), (2)")
+        assert handle.flush(60)
+        (snapshot,) = _snapshots(spark, "mcat.db.loaded_before")
+        assert user_reporter.commitReport().snapshotId() == snapshot["id"]  # the user's reporter still hears
+        _, insert = only_run(receiver.events, "append_data")
+        _assert_commit_matches(insert["outputs"][0], snapshot)
+    finally:
+        handle.disable(timeout=30)
+    assert _reporter_field(spark, "mcat").equals(user_reporter)
+    spark.sql("DROP TABLE mcat.db.loaded_before")
+
+
+def test_metrics_reporter_disabled_leaves_the_facet_out(spark: Any, receiver: LineageReceiver, table: str) -> None:
+    spark.sql(f"CREATE TABLE {table} (id BIGINT) USING iceberg")
+    handle = spark_lineage.enable(
+        spark, transport={"type": "http", "url": receiver.url}, vendors={"iceberg": {"metricsReporterDisabled": True}}
+    )
+    spark.sql(f"INSERT INTO {table} VALUES (1)")
+    handle.disable(timeout=30)
+    _, insert = only_run(receiver.events, "append_data")
+    (snapshot,) = _snapshots(spark, table)
+    output = insert["outputs"][0]
+    assert "icebergCommitReport" not in output.get("outputFacets", {})  # absent, never zeros
+    assert output["facets"]["version"]["datasetVersion"] == str(snapshot["id"])
