@@ -71,6 +71,9 @@ def analyze(query: CapturedQuery, ctx: AnalysisContext) -> QueryLineage:
     if handler is not None:
         result.outputs = _dedupe(handler.outputs(root, ctx))
         result.job_suffix = handler.job_suffix(root, ctx)
+    elif not plan.leaves:  # a single-node plan (a command) nothing can read
+        result.errors.append(f"no handler for plan node {root.class_name}: its inputs and outputs are not reported")
+        return result
     elif query.func_name in _WRITING_ACTIONS:
         result.errors.append(f"no handler for plan node {root.class_name}: its outputs are not reported")
     result.inputs = _dedupe(plan_inputs(plan, ctx))

@@ -83,7 +83,10 @@ class V2WriteHandler(NodeHandler):
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         relation = node.get("relation")
-        dataset = iceberg_dataset(relation, ctx, role="output", lifecycle=self.lifecycle) if relation else None
+        if relation is None:
+            ctx.errors.append(f"the table {node.simple_name} writes could not be read: its output is not reported")
+            return []
+        dataset = iceberg_dataset(relation, ctx, role="output", lifecycle=self.lifecycle)
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
@@ -170,8 +173,8 @@ def iceberg_dataset(
     table: CapturedNode | None = relation.get("table")
     catalog = naming.IcebergCatalog.from_spark_conf(catalog_name, dict(ctx.session.conf)) if catalog_name else None
     if catalog is None or identifier is None:
-        kind = table.simple_name if table is not None else "unknown"
-        ctx.errors.append(f"V2 table {catalog_name}.{identifier} ({kind}) is not an Iceberg table: not reported")
+        kind = table.class_name if table is not None else "unknown"
+        ctx.errors.append(f"V2 table of class {kind} is not supported (Iceberg tables are): it is not reported")
         return None
     if table is not None and table.simple_name == "RowLevelOperationTable":
         table = table.get("table")

@@ -76,13 +76,32 @@ def test_stuck_backend_never_holds_up_the_job(spark: Any, data_dir: Path) -> Non
 def test_unknown_plan_node_is_reported_with_an_extraction_error(
     spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path
 ) -> None:
+    spark.read.option("header", True).csv(str(data_dir / "people.csv")).createOrReplaceTempView("people")
+    spark.sql(f"INSERT OVERWRITE DIRECTORY '{data_dir / 'exported'}' USING parquet SELECT * FROM people")
+    assert lineage.flush(60)
+
+    _, complete = only_run(receiver.events, "insert_into_data_source_dir_command")
+    assert complete["eventType"] == "COMPLETE"
+    # The command keeps its query out of the plan tree: without a handler, nothing of it can be read.
+    assert datasets(complete, "inputs") == datasets(complete, "outputs") == []
+    errors = complete["run"]["facets"]["extractionError"]["errors"]
+    assert [e["errorMessage"] for e in errors] == [
+        "no handler for plan node org.apache.spark.sql.execution.command.InsertIntoDataSourceDirCommand: "
+        "its inputs and outputs are not reported"
+    ]
+
+
+def test_unsupported_v2_table_is_reported_with_an_extraction_error(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
     spark.read.option("header", True).csv(str(data_dir / "people.csv")).write.format("noop").mode("overwrite").save()
     assert lineage.flush(60)
 
     _, complete = only_run(receiver.events, "overwrite_by_expression")
     assert datasets(complete, "inputs") == [("file", str(data_dir / "people.csv"))]
+    assert datasets(complete, "outputs") == []
     errors = complete["run"]["facets"]["extractionError"]["errors"]
     assert [e["errorMessage"] for e in errors] == [
-        "no handler for plan node org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression: "
-        "its outputs are not reported"
+        "V2 table of class org.apache.spark.sql.execution.datasources.noop.NoopTable$ is not supported "
+        "(Iceberg tables are): it is not reported"
     ]

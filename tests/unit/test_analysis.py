@@ -145,8 +145,8 @@ def test_unknown_nodes_are_reported_not_fatal(version: str) -> None:
     lineage, events = _analyze(version, "noop_write")
     assert _ids(lineage.inputs) == [("file", f"{DATA}/people.csv")]
     assert lineage.errors == [
-        "no handler for plan node org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression: "
-        "its outputs are not reported"
+        "V2 table of class org.apache.spark.sql.execution.datasources.noop.NoopTable$ is not supported "
+        "(Iceberg tables are): it is not reported"
     ]
     facet = events[-1].run.facets["extractionError"]
     assert (facet.failedTasks, facet.errors[0].errorMessage) == (1, lineage.errors[0])
