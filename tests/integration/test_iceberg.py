@@ -299,3 +299,72 @@ def test_metrics_reporter_disabled_leaves_the_facet_out(spark: Any, receiver: Li
     output = insert["outputs"][0]
     assert "icebergCommitReport" not in output.get("outputFacets", {})  # absent, never zeros
     assert output["facets"]["version"]["datasetVersion"] == str(snapshot["id"])
+
+
+class _CommitRace:
+    """An Iceberg ``LockManager`` put into one table's Hadoop operations. Iceberg takes the lock inside a commit
+    attempt, after writing the new metadata and before publishing it; the first time, this lock lets a second
+    catalog commit to the same table first (and waits a while), so the attempt loses the race and Iceberg
+    retries it."""
+
+    def __init__(self, rival_commit: Any, wait_seconds: float) -> None:
+        self.rival_commit = rival_commit
+        self.wait_seconds = wait_seconds
+        self.calls = 0
+
+    def acquire(self, entity_id: str, owner_id: str) -> bool:
+        import time
+
+        self.calls += 1
+        if self.calls == 1:
+            self.rival_commit()
+            time.sleep(self.wait_seconds)
+        return True
+
+    def release(self, entity_id: str, owner_id: str) -> bool:
+        return True
+
+    def initialize(self, properties: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.iceberg.LockManager"]
+
+
+def test_commit_that_loses_a_race_reports_its_retry(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) -> None:
+    warehouse = str(iceberg_dir / "race_warehouse")
+    for name in ("race", "rival"):
+        spark.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
+        spark.conf.set(f"spark.sql.catalog.{name}.type", "hadoop")
+        spark.conf.set(f"spark.sql.catalog.{name}.warehouse", warehouse)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS race.db")
+    spark.sql("CREATE TABLE race.db.contested (id BIGINT) USING iceberg")
+    jvm = spark.sparkContext._jvm
+    identifier = jvm.org.apache.iceberg.catalog.TableIdentifier.parse("db.contested")
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    ours = manager.catalog("race").icebergCatalog().loadTable(identifier)
+    theirs = manager.catalog("rival").icebergCatalog().loadTable(identifier)
+    race = _CommitRace(lambda: theirs.updateProperties().set("rival", "was-first").commit(), wait_seconds=0.5)
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    lock_field = ours.operations().getClass().getDeclaredField("lockManager")
+    lock_field.setAccessible(True)
+    lock_field.set(ours.operations(), race)
+
+    handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+    try:
+        spark.sql("INSERT INTO race.db.contested VALUES (1), (2)")
+        assert handle.flush(60)
+    finally:
+        handle.disable(timeout=30)
+        spark.sql("DROP TABLE IF EXISTS race.db.contested")
+
+    assert race.calls == 2  # the first attempt lost, the second won
+    _, insert = only_run(receiver.events, "append_data")
+    report = insert["outputs"][0]["outputFacets"]["icebergCommitReport"]
+    assert report["commitMetrics"]["attempts"] == 2
+    assert report["commitMetrics"]["totalDuration"] >= 500  # the lost attempt's wait is inside the commit
