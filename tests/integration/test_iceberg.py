@@ -368,3 +368,86 @@ def test_commit_that_loses_a_race_reports_its_retry(spark: Any, receiver: Lineag
     report = insert["outputs"][0]["outputFacets"]["icebergCommitReport"]
     assert report["commitMetrics"]["attempts"] == 2
     assert report["commitMetrics"]["totalDuration"] >= 500  # the lost attempt's wait is inside the commit
+
+
+def test_catalog_without_cache(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) -> None:
+    warehouse = iceberg_dir / "uncached_warehouse"
+    spark.conf.set("spark.sql.catalog.ncat", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set("spark.sql.catalog.ncat.type", "hadoop")
+    spark.conf.set("spark.sql.catalog.ncat.warehouse", str(warehouse))
+    spark.conf.set("spark.sql.catalog.ncat.cache-enabled", "false")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS ncat.db")
+    spark.sql("CREATE TABLE ncat.db.plain (id BIGINT) USING iceberg")
+    handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+    try:
+        spark.sql("INSERT INTO ncat.db.plain VALUES (7)")
+    finally:
+        handle.disable(timeout=30)
+    _, insert = only_run(receiver.events, "append_data")
+    assert datasets(insert, "outputs") == [("file", str(warehouse / "db" / "plain"))]
+    (snapshot,) = _snapshots(spark, "ncat.db.plain")
+    _assert_commit_matches(insert["outputs"][0], snapshot)
+    spark.sql("DROP TABLE ncat.db.plain")
+
+
+SESSION_CATALOG_JOB = """
+import sys
+from pyspark.sql import SparkSession
+import spark_lineage
+
+spark = (
+    SparkSession.builder.master("local[1]").appName("Session Catalog Job")
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.warehouse.dir", sys.argv[2])
+    .config("spark.jars.packages", sys.argv[3])
+    .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+    .config("spark.sql.catalog.spark_catalog", "org.apache.iceberg.spark.SparkSessionCatalog")
+    .config("spark.sql.catalog.spark_catalog.type", "hadoop")
+    .config("spark.sql.catalog.spark_catalog.warehouse", sys.argv[2])
+    .getOrCreate()
+)
+spark_lineage.enable(spark, transport={"type": "http", "url": sys.argv[1]})
+spark.sql("CREATE TABLE default.ice (id BIGINT, v STRING) USING iceberg")
+spark.sql("INSERT INTO default.ice VALUES (1, 'a'), (2, 'b')")
+spark.table("default.ice").where("id > 1").write.parquet(sys.argv[2] + "/out")
+spark.sql("DROP TABLE default.ice")
+spark.stop()
+"""
+
+
+def test_session_catalog_iceberg_tables(tmp_path: Path, receiver: LineageReceiver) -> None:
+    """``spark_catalog`` replaced by Iceberg's SparkSessionCatalog, in a job of its own (the session catalog is
+    fixed when a session starts)."""
+    import subprocess
+    import sys
+
+    import pyspark
+
+    from tests.conftest import iceberg_runtime
+
+    script = tmp_path / "job.py"
+    script.write_text(SESSION_CATALOG_JOB)
+    warehouse = tmp_path / "warehouse"
+    result = subprocess.run(
+        [sys.executable, str(script), receiver.url, str(warehouse), iceberg_runtime(pyspark.__version__)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    location = str(warehouse / "default" / "ice")
+    symlink = [{"namespace": f"file:{warehouse}", "name": "default.ice", "type": "TABLE"}]
+    _, create = only_run(receiver.events, "create_table")
+    assert datasets(create, "outputs") == [("file", location)]
+    assert create["outputs"][0]["facets"]["symlinks"]["identifiers"] == symlink
+    _, insert = only_run(receiver.events, "append_data")
+    commit = insert["outputs"][0]["outputFacets"]["icebergCommitReport"]
+    assert (commit["commitMetrics"]["addedRecords"], commit["commitMetrics"]["attempts"]) == (2, 1)
+    assert insert["outputs"][0]["facets"]["version"]["datasetVersion"] == str(commit["snapshotId"])
+    _, read = only_run(receiver.events, "insert_into_hadoop_fs_relation_command")
+    assert datasets(read, "inputs") == [("file", location)]
+    assert read["inputs"][0]["inputFacets"]["icebergScanReport"]["snapshotId"] == commit["snapshotId"]
+    _, drop = only_run(receiver.events, "session_catalog_job.drop_table")
+    assert datasets(drop, "outputs") == [("file", location)]
+    assert drop["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
