@@ -118,13 +118,17 @@ def _counters(metrics: Mapping[str, Any], names: Mapping[str, str]) -> dict[str,
     }
 
 
+def _report_metrics(
+    metrics: Mapping[str, Any], counters: Mapping[str, str], timer: str, timer_field: str
+) -> dict[str, int]:
+    values = _counters(metrics, counters)
+    duration = duration_millis(metrics.get(timer))
+    return values if duration is None else {timer_field: duration, **values}
+
+
 def commit_report_facet(report: Mapping[str, Any], producer: str) -> IcebergCommitReportOutputDatasetFacet:
     """The facet for a commit report in Iceberg's JSON layout."""
-    metrics = report.get("metrics", {})
-    commit_metrics = _counters(metrics, COMMIT_COUNTERS)
-    total = duration_millis(metrics.get("total-duration"))
-    if total is not None:
-        commit_metrics = {"totalDuration": total, **commit_metrics}
+    commit_metrics = _report_metrics(report.get("metrics", {}), COMMIT_COUNTERS, "total-duration", "totalDuration")
     return IcebergCommitReportOutputDatasetFacet(
         snapshotId=report.get("snapshot-id"),
         sequenceNumber=report.get("sequence-number"),
@@ -137,11 +141,9 @@ def commit_report_facet(report: Mapping[str, Any], producer: str) -> IcebergComm
 
 def scan_report_facet(report: Mapping[str, Any], producer: str) -> IcebergScanReportInputDatasetFacet:
     """The facet for a scan report in Iceberg's JSON layout."""
-    metrics = report.get("metrics", {})
-    scan_metrics = _counters(metrics, SCAN_COUNTERS)
-    planning = duration_millis(metrics.get("total-planning-duration"))
-    if planning is not None:
-        scan_metrics = {"totalPlanningDuration": planning, **scan_metrics}
+    scan_metrics = _report_metrics(
+        report.get("metrics", {}), SCAN_COUNTERS, "total-planning-duration", "totalPlanningDuration"
+    )
     return IcebergScanReportInputDatasetFacet(
         snapshotId=report.get("snapshot-id"),
         filterDescription=describe_filter(report.get("filter")),

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ RECORD_CAPTURES_ENV = "SPARK_LINEAGE_RECORD_CAPTURES"
 # Iceberg reports nobody claims (a scan planned by a read-only action) are kept only this much.
 _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
+_REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
@@ -101,7 +102,7 @@ class LineageRuntime:
         self.context_id = id(bridge.spark_context)
         self._shutdown_lock = threading.Lock()
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
-        self.analysis_worker: BoundedWorker[PendingQuery | PendingReport] = BoundedWorker(
+        self.analysis_worker: BoundedWorker[PendingQuery | PendingReport | Callable[[], object]] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
         )
         self.delivery_worker: BoundedWorker[RunEvent] = BoundedWorker(
@@ -117,9 +118,16 @@ class LineageRuntime:
         self.bridge.register_listener(self.listener)
         self.active = True
         if not self.config.iceberg_metrics_reporter_disabled:
-            catalogs = iceberg_catalog_names(self.session.conf)
-            if catalogs:
-                self.bridge.install_iceberg_reporter(self.iceberg_reporter, catalogs)
+            local: list[str] = []
+            remote: list[str] = []
+            for name in iceberg_catalog_names(self.session.conf):
+                catalog = naming.IcebergCatalog.from_spark_conf(name, dict(self.session.conf))
+                (remote if catalog is not None and catalog.type in _REMOTE_CATALOG_TYPES else local).append(name)
+            if local:
+                self.bridge.install_iceberg_reporter(self.iceberg_reporter, local)
+            if remote:
+                # Starting a REST catalog asks its server for configuration: never on the caller's thread.
+                self.analysis_worker.submit(lambda: self.bridge.install_iceberg_reporter(self.iceberg_reporter, remote))
 
     def flush(self, timeout: float | None) -> bool:
         deadline = _Deadline(timeout)
@@ -169,7 +177,10 @@ class LineageRuntime:
 
     # --- worker steps --------------------------------------------------------------------------------------
 
-    def _analyze(self, pending: PendingQuery | PendingReport) -> None:
+    def _analyze(self, pending: PendingQuery | PendingReport | Callable[[], object]) -> None:
+        if callable(pending):
+            pending()
+            return
         if isinstance(pending, PendingReport):
             self._keep_iceberg_report(pending)
             return
