@@ -1,7 +1,8 @@
 """The py4j edge: the only module that talks to the JVM.
 
-It registers the query listener, and turns a finished query's ``QueryExecution`` into a
-:class:`~spark_lineage.plan.CapturedQuery` of plain Python values. It does not know what any plan node means:
+It registers the query listener, adds the Iceberg metrics reporter to Iceberg catalogs (and takes it out
+again), and turns a finished query's ``QueryExecution`` into a :class:`~spark_lineage.plan.CapturedQuery` of
+plain Python values. It does not know what any plan node means:
 handlers declare, as :class:`~spark_lineage.plan.Probe` chains, which values they need from which node
 classes, and this module evaluates those chains with as few round trips as it can:
 
