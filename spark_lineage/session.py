@@ -124,7 +124,10 @@ class LineageRuntime:
                 catalog = naming.IcebergCatalog.from_spark_conf(name, dict(self.session.conf))
                 (remote if catalog is not None and catalog.type in _REMOTE_CATALOG_TYPES else local).append(name)
             if local:
-                self.bridge.install_iceberg_reporter(self.iceberg_reporter, local)
+                try:
+                    self.bridge.install_iceberg_reporter(self.iceberg_reporter, local)
+                except Exception as exc:  # noqa: BLE001 - lineage without Iceberg metrics beats no lineage
+                    self.errors.report("adding the Iceberg metrics reporter", exc)
             if remote:
                 # Starting a REST catalog asks its server for configuration: never on the caller's thread.
                 self.analysis_worker.submit(lambda: self.bridge.install_iceberg_reporter(self.iceberg_reporter, remote))
@@ -157,6 +160,7 @@ class LineageRuntime:
             self.bridge.unregister_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("unregistering the listener", exc)
+        self.iceberg_reporter.active = False  # tables that still hold it report to nobody
         try:
             self.bridge.uninstall_iceberg_reporter()
         except Exception as exc:  # noqa: BLE001
