@@ -451,3 +451,40 @@ def test_session_catalog_iceberg_tables(tmp_path: Path, receiver: LineageReceive
     _, drop = only_run(receiver.events, "session_catalog_job.drop_table")
     assert datasets(drop, "outputs") == [("file", location)]
     assert drop["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+
+
+def test_rest_catalog(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) -> None:
+    """A real Iceberg REST catalog server on loopback (Iceberg's own RESTCatalogServer)."""
+    from tests.rest_catalog.server import rest_catalog_server
+
+    warehouse = iceberg_dir / "rest_warehouse"
+    warehouse.mkdir()
+    with rest_catalog_server(warehouse) as uri:
+        spark.conf.set("spark.sql.catalog.rcat", "org.apache.iceberg.spark.SparkCatalog")
+        spark.conf.set("spark.sql.catalog.rcat.type", "rest")
+        spark.conf.set("spark.sql.catalog.rcat.uri", uri)
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS rcat.db")
+        spark.sql("CREATE TABLE rcat.db.remote (id BIGINT, v STRING) USING iceberg")
+        handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+        try:
+            assert handle.flush(60)  # the reporter of a remote catalog is added on the worker thread
+            spark.sql("INSERT INTO rcat.db.remote VALUES (1, 'a'), (2, 'b')")
+            spark.sql("SELECT * FROM rcat.db.remote WHERE id = 2").write.parquet(str(warehouse.parent / "rest_out"))
+            assert handle.flush(60)
+            (snapshot,) = _snapshots(spark, "rcat.db.remote")
+        finally:
+            handle.disable(timeout=30)
+            spark.sql("DROP TABLE IF EXISTS rcat.db.remote")
+            spark.conf.unset("spark.sql.catalog.rcat")
+
+    location = str(warehouse / "db" / "remote")
+    _, insert = only_run(receiver.events, "append_data.rcat_db_remote")
+    assert datasets(insert, "outputs") == [("file", location)]
+    output = insert["outputs"][0]
+    assert output["facets"]["symlinks"]["identifiers"] == [{"namespace": uri, "name": "db.remote", "type": "TABLE"}]
+    assert output["facets"]["catalog"]["type"] == "rest"
+    assert output["facets"]["catalog"]["metadataUri"] == uri
+    _assert_commit_matches(output, snapshot)
+    _, read = only_run(receiver.events, "rest_out")
+    assert datasets(read, "inputs") == [("file", location)]
+    assert read["inputs"][0]["inputFacets"]["icebergScanReport"]["snapshotId"] == snapshot["id"]
