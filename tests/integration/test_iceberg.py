@@ -103,6 +103,30 @@ def test_create_insert_and_commit_report(
     assert [f["name"] for f in insert["outputs"][0]["facets"]["schema"]["fields"]] == ["id", "name"]
 
 
+def test_insert_select_from_another_table(
+    spark: Any, lineage: Any, receiver: LineageReceiver, catalog: str, table: str, iceberg_dir: Path
+) -> None:
+    source = f"{catalog}.db.src{next(_names)}"
+    spark.sql(f"CREATE TABLE {source} USING iceberg AS SELECT id, 'x' AS name FROM range(5)")
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, name STRING) USING iceberg")
+    try:
+        spark.sql(f"INSERT INTO {table} SELECT id * 10, name FROM {source} WHERE id > 1")
+        assert lineage.flush(60)
+        (source_snapshot,) = _snapshots(spark, source)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {source}")
+
+    _, insert = only_run(receiver.events, f"append_data.{table.replace('.', '_')}")
+    assert datasets(insert, "inputs") == [("file", _location(iceberg_dir, catalog, source))]
+    assert datasets(insert, "outputs") == [("file", _location(iceberg_dir, catalog, table))]
+    read = insert["inputs"][0]
+    assert read["facets"]["version"]["datasetVersion"] == str(source_snapshot["id"])
+    assert read["facets"]["symlinks"]["identifiers"] == [_symlink(iceberg_dir, catalog, source)]
+    (snapshot,) = _snapshots(spark, table)
+    _assert_commit_matches(insert["outputs"][0], snapshot)
+    assert insert["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 3
+
+
 def test_dataframe_writer_v2(
     spark: Any, lineage: Any, receiver: LineageReceiver, catalog: str, table: str, iceberg_dir: Path
 ) -> None:
