@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -159,7 +158,6 @@ class JvmBridge:
         self._gateway = self._sc._gateway
         self._jvm: Any = self._sc._jvm
         self._listener_handle: Any = None
-        self._lock = threading.Lock()
         self._option_evidence: Any = None
         self._session_catalog: Any = None
         self._iceberg_restores: list[_FieldRestore] = []

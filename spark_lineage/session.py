@@ -281,8 +281,8 @@ class _Deadline:
 # --- process-wide registry and exit hooks --------------------------------------------------------------------
 
 _lock = threading.RLock()
-_runtimes: dict[str, LineageRuntime] = {}
 _handles: dict[str, LineageHandle] = {}
+"""The enabled handle of each session, by the JVM session's key."""
 _hooks_installed = False
 _uncaught: tuple[str, str] | None = None
 
@@ -299,22 +299,20 @@ def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any)
         _wrap_context_stop(spark_context)
         runtime.start()
         handle = LineageHandle(runtime)
-        _runtimes[session_key] = runtime
         _handles[session_key] = handle
         return handle
 
 
 def _unregister(runtime: LineageRuntime) -> None:
     with _lock:
-        for key, value in list(_runtimes.items()):
-            if value is runtime:
-                del _runtimes[key]
-                _handles.pop(key, None)
+        for key, handle in list(_handles.items()):
+            if handle._runtime is runtime:
+                del _handles[key]
 
 
 def _live_runtimes() -> list[LineageRuntime]:
     with _lock:
-        return list(_runtimes.values())
+        return [handle._runtime for handle in _handles.values() if handle._runtime is not None]
 
 
 def _wrap_context_stop(spark_context: Any) -> None:

@@ -101,10 +101,6 @@ class BoundedWorker(Generic[T]):
             self._queue.put_nowait(_STOP)
         return flushed
 
-    @property
-    def pending(self) -> int:
-        return self._queue.unfinished_tasks
-
     def _run(self) -> None:
         _yield_cpu_to_the_job()
         while True:

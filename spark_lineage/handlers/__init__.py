@@ -11,7 +11,7 @@ To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler`
 
 from spark_lineage.handlers import ddl, iceberg, relations, writes
 from spark_lineage.handlers.base import NodeHandler
-from spark_lineage.handlers.registry import handler_for, probes_for, register, registered_names
+from spark_lineage.handlers.registry import handler_for, probes_for, register
 
 __all__ = [
     "NodeHandler",
@@ -20,7 +20,6 @@ __all__ = [
     "iceberg",
     "probes_for",
     "register",
-    "registered_names",
     "relations",
     "writes",
 ]

@@ -36,6 +36,14 @@ class NodeHandler:
         return None
 
 
+def nested_inputs(node: CapturedNode | None, ctx: AnalysisContext) -> list[DatasetLineage]:
+    """What a captured object nested in a node reads, by its own class's handler (a scan's relation, say)."""
+    from spark_lineage.handlers.registry import handler_for
+
+    handler = handler_for(node.simple_name) if node is not None else None
+    return handler.inputs(node, ctx) if handler is not None and node is not None else []
+
+
 def schema_fields(schema_json: str | None) -> list[SchemaField] | None:
     """A Spark ``StructType`` JSON as schema fields, with Spark's type names (``integer``, ``decimal``)."""
     if not schema_json:

@@ -15,7 +15,7 @@ from openlineage.client.facet_v2 import catalog_dataset, dataset_version_dataset
 from iceberg_facets.facets import commit_report_facet, scan_report_facet
 from spark_lineage import naming
 from spark_lineage.facets import PRODUCER
-from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.base import NodeHandler, nested_inputs, schema_fields
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, OutputStatistics
 from spark_lineage.plan import CapturedNode, Probe
@@ -71,8 +71,7 @@ class DataSourceV2ScanRelationHandler(NodeHandler):
     probes = {"relation": Probe(("relation",), "node")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        relation = node.get("relation")
-        return DataSourceV2RelationHandler().inputs(relation, ctx) if relation is not None else []
+        return nested_inputs(node.get("relation"), ctx)
 
 
 class V2WriteHandler(NodeHandler):

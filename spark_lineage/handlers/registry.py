@@ -28,7 +28,3 @@ def handler_for(simple_class_name: str) -> NodeHandler | None:
 def probes_for(simple_class_name: str) -> Mapping[str, Probe]:
     handler = _HANDLERS.get(simple_class_name)
     return handler.probes if handler is not None else {}
-
-
-def registered_names() -> list[str]:
-    return sorted(_HANDLERS)

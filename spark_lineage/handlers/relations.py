@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 
 from spark_lineage import naming
-from spark_lineage.handlers.base import CATALOG_TABLE_PROBES, NodeHandler, schema_fields, table_dataset
+from spark_lineage.handlers.base import (
+    CATALOG_TABLE_PROBES,
+    NodeHandler,
+    nested_inputs,
+    schema_fields,
+    table_dataset,
+)
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, Probe
@@ -116,8 +122,7 @@ class InMemoryTableScanExecHandler(NodeHandler):
     probes = {"relation": Probe(("relation",), "node")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        relation = node.get("relation")
-        return InMemoryRelationHandler().inputs(relation, ctx) if relation is not None else []
+        return nested_inputs(node.get("relation"), ctx)
 
 
 @register
