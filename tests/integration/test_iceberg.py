@@ -36,6 +36,13 @@ def table(spark: Any, catalog: str) -> Iterator[str]:
     spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
+def _add_catalog(spark: Any, name: str, **properties: str) -> None:
+    """Configure one more Iceberg SparkCatalog at runtime (Spark starts catalogs on first use)."""
+    spark.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
+    for key, value in properties.items():
+        spark.conf.set(f"spark.sql.catalog.{name}.{key.replace('_', '-')}", value)
+
+
 def _location(iceberg_dir: Path, catalog: str, table: str) -> str:
     warehouse = "hadoop_warehouse" if catalog == "hcat" else "jdbc_warehouse"
     return str(iceberg_dir / warehouse / table.split(".", 1)[1].replace(".", "/"))
@@ -284,14 +291,13 @@ def _reporter_field(spark: Any, catalog: str) -> Any:
 def test_user_reporter_keeps_working_and_disable_restores_it(
     spark: Any, receiver: LineageReceiver, iceberg_dir: Path
 ) -> None:
-    confs = {
-        "spark.sql.catalog.mcat": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.mcat.type": "hadoop",
-        "spark.sql.catalog.mcat.warehouse": str(iceberg_dir / "mcat_warehouse"),
-        "spark.sql.catalog.mcat.metrics-reporter-impl": "org.apache.iceberg.metrics.InMemoryMetricsReporter",
-    }
-    for key, value in confs.items():
-        spark.conf.set(key, value)
+    _add_catalog(
+        spark,
+        "mcat",
+        type="hadoop",
+        warehouse=str(iceberg_dir / "mcat_warehouse"),
+        metrics_reporter_impl="org.apache.iceberg.metrics.InMemoryMetricsReporter",
+    )
     spark.sql("CREATE NAMESPACE IF NOT EXISTS mcat.db")
     spark.sql("CREATE TABLE mcat.db.loaded_before (id BIGINT) USING iceberg")  # cached before enable()
     user_reporter = _reporter_field(spark, "mcat")
@@ -361,9 +367,7 @@ class _CommitRace:
 def test_commit_that_loses_a_race_reports_its_retry(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) -> None:
     warehouse = str(iceberg_dir / "race_warehouse")
     for name in ("race", "rival"):
-        spark.conf.set(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")
-        spark.conf.set(f"spark.sql.catalog.{name}.type", "hadoop")
-        spark.conf.set(f"spark.sql.catalog.{name}.warehouse", warehouse)
+        _add_catalog(spark, name, type="hadoop", warehouse=warehouse)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS race.db")
     spark.sql("CREATE TABLE race.db.contested (id BIGINT) USING iceberg")
     jvm = spark.sparkContext._jvm
@@ -396,10 +400,7 @@ def test_commit_that_loses_a_race_reports_its_retry(spark: Any, receiver: Lineag
 
 def test_catalog_without_cache(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) -> None:
     warehouse = iceberg_dir / "uncached_warehouse"
-    spark.conf.set("spark.sql.catalog.ncat", "org.apache.iceberg.spark.SparkCatalog")
-    spark.conf.set("spark.sql.catalog.ncat.type", "hadoop")
-    spark.conf.set("spark.sql.catalog.ncat.warehouse", str(warehouse))
-    spark.conf.set("spark.sql.catalog.ncat.cache-enabled", "false")
+    _add_catalog(spark, "ncat", type="hadoop", warehouse=str(warehouse), cache_enabled="false")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS ncat.db")
     spark.sql("CREATE TABLE ncat.db.plain (id BIGINT) USING iceberg")
     handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
@@ -484,9 +485,7 @@ def test_rest_catalog(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) 
     warehouse = iceberg_dir / "rest_warehouse"
     warehouse.mkdir()
     with rest_catalog_server(warehouse) as uri:
-        spark.conf.set("spark.sql.catalog.rcat", "org.apache.iceberg.spark.SparkCatalog")
-        spark.conf.set("spark.sql.catalog.rcat.type", "rest")
-        spark.conf.set("spark.sql.catalog.rcat.uri", uri)
+        _add_catalog(spark, "rcat", type="rest", uri=uri)
         spark.sql("CREATE NAMESPACE IF NOT EXISTS rcat.db")
         spark.sql("CREATE TABLE rcat.db.remote (id BIGINT, v STRING) USING iceberg")
         handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
