@@ -1,5 +1,128 @@
 """iceberg_facets: Iceberg commit and scan metrics as OpenLineage facets, for Spark and for pyiceberg.
 
-The Spark side and the pyiceberg side arrive with their own issues; dataset naming is shared with
-:mod:`spark_lineage.naming`, so both engines give one table one name.
+In a plain Python process, with no Spark anywhere::
+
+    import iceberg_facets
+    handle = iceberg_facets.enable()                # every pyiceberg catalog in the process
+    table.append(df)                                # a run: icebergCommitReport on the output
+    with iceberg_facets.run("daily_load"):          # one run: tables scanned in, tables committed out
+        dst.append(src.scan(row_filter="day = 3").to_arrow())
+    handle.disable()
+
+Events go through the openlineage-python client: its own configuration (``openlineage.yml``,
+``OPENLINEAGE__*``, ``OPENLINEAGE_URL``) applies unless a client is passed. Datasets are named exactly as the
+Spark side (:mod:`spark_lineage`) names the same tables, so both engines meet in one lineage graph.
 """
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from openlineage.client import OpenLineageClient
+
+from iceberg_facets.runtime import IcebergLineage, LineageRun
+from spark_lineage.config import ConfigError, LineageConfig, resolve_options
+
+__all__ = ["ConfigError", "IcebergLineageHandle", "LineageRun", "enable", "run"]
+
+log = logging.getLogger("iceberg_facets")
+
+OPTIONS = {
+    "namespace": "namespace",
+    "job_name": "appName",
+    "transport": "transport",
+    "disabled": "disabled",
+    "disabled_facets": "facets.disabled",
+    "append_dataset_name": "jobName.appendDatasetName",
+    "parent_job_namespace": "parentJobNamespace",
+    "parent_job_name": "parentJobName",
+    "parent_run_id": "parentRunId",
+    "root_parent_job_namespace": "rootParentJobNamespace",
+    "root_parent_job_name": "rootParentJobName",
+    "root_parent_run_id": "rootParentRunId",
+    "queue_size": "python.queueSize",
+    "shutdown_timeout": "python.shutdownTimeoutSeconds",
+}
+"""``enable()`` options and the ``spark.openlineage.*`` key each one means on the Spark side."""
+
+
+class IcebergLineageHandle:
+    """Controls lineage for pyiceberg in this process. Returned by :func:`enable`."""
+
+    def __init__(self, runtime: IcebergLineage | None) -> None:
+        self._runtime = runtime
+
+    @property
+    def enabled(self) -> bool:
+        return self._runtime is not None and not self._runtime.closed
+
+    @property
+    def config(self) -> LineageConfig | None:
+        return self._runtime.config if self._runtime is not None else None
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until every event captured so far has been sent. True if they were within ``timeout``."""
+        return self._runtime.flush(timeout) if self.enabled else True  # type: ignore[union-attr]
+
+    def disable(self, timeout: float | None = None) -> bool:
+        """Remove the instrumentation from pyiceberg at once, then send what was captured, waiting at most
+        ``timeout`` seconds (default: the ``shutdown_timeout`` option, 10 s). True if everything was sent."""
+        from iceberg_facets import runtime
+
+        if self._runtime is None:
+            return True
+        return runtime.stop(self._runtime, timeout)
+
+    def __enter__(self) -> IcebergLineageHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disable()
+
+    def __repr__(self) -> str:
+        return f"IcebergLineageHandle(enabled={self.enabled})"
+
+
+def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLineageHandle:
+    """Instrument every pyiceberg catalog in this process (created before or after this call, loaded with
+    ``load_catalog`` or constructed directly) and return the handle that turns it off again.
+
+    ``client`` sends the events; by default one is made from openlineage-python's own configuration, or from
+    the ``transport`` option (``{"type": "http", "url": "http://marquez:5000"}``). Options:
+
+    - ``namespace``: the job namespace (default ``$OPENLINEAGE_NAMESPACE``, else ``default``);
+    - ``job_name``: the job, and the prefix of each standalone run's job (default: the script's name);
+    - ``transport``, ``disabled``, ``disabled_facets``, ``append_dataset_name``, ``parent_job_namespace`` /
+      ``parent_job_name`` / ``parent_run_id`` (and ``root_parent_*``), ``queue_size`` (events waiting, 1000),
+      ``shutdown_timeout`` (seconds to deliver at exit, 10): as ``spark.openlineage.*`` means them on Spark.
+
+    Calling it again while enabled returns the same handle. With ``disabled=True`` or
+    ``OPENLINEAGE_DISABLED=true`` it does nothing. A bad option raises :class:`ConfigError` naming it.
+    """
+    from iceberg_facets import runtime
+
+    config = resolve_options(options, OPTIONS, "iceberg_facets.enable()")
+    if config.disabled or runtime.disabled_by_environment():
+        log.info("iceberg_facets: lineage is disabled by configuration; enable() does nothing")
+        return IcebergLineageHandle(None)
+    existing = runtime.active()
+    if existing is not None:
+        return IcebergLineageHandle(existing)
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "iceberg_facets.enable() instruments pyiceberg, which is not installed: "
+            "pip install 'spark-lineage[pyiceberg]'"
+        ) from None
+    job_name = config.app_name or runtime.default_job_name()
+    return IcebergLineageHandle(runtime.start(config, client or config.create_client(), job_name))
+
+
+def run(job_name: str) -> LineageRun:
+    """A block whose pyiceberg scans and commits are one run of job ``job_name``, in this thread (or asyncio
+    task): START at entry, COMPLETE at exit, FAIL if the block raises. Inputs are the tables scanned in it,
+    outputs the tables committed, created or dropped. A block inside another is a run of its own, with the
+    outer run as its parent. Without :func:`enable`, it does nothing."""
+    return LineageRun(job_name)

@@ -91,6 +91,23 @@ def resolve(spark_conf: Mapping[str, str], overrides: Mapping[str, Any] | None =
     return _parse(flat)
 
 
+def resolve_options(options: Mapping[str, Any], names: Mapping[str, str], caller: str) -> LineageConfig:
+    """Settings from keyword options of a Python API (``iceberg_facets.enable``), validated as strictly as Spark
+    confs. ``names`` maps each accepted option to its ``spark.openlineage.*`` key; ``caller`` names the API in
+    error messages, which name the option as the user spelled it."""
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise ConfigError(f"{caller} got unknown option(s) {', '.join(unknown)}; accepted: {', '.join(sorted(names))}.")
+    flat = flatten_overrides({names[key]: value for key, value in options.items()})
+    try:
+        return _parse(flat)
+    except ConfigError as error:
+        message = str(error)
+        for option, key in names.items():
+            message = message.replace(CONF_PREFIX + key, f"{caller} option {option}")
+        raise ConfigError(message) from None
+
+
 def is_disabled(spark_conf: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> bool:
     """``spark.openlineage.disabled=true`` or ``OPENLINEAGE_DISABLED=true`` turns ``enable()`` into a no-op."""
     if os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":

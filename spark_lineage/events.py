@@ -4,6 +4,7 @@ with openlineage-python's event and facet classes."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -144,7 +145,7 @@ class EventBuilder:
         )
 
     def _enabled(self, facets: dict[str, Any]) -> dict[str, Any]:
-        return {name: facet for name, facet in facets.items() if self.config.facet_enabled(name)}
+        return only_enabled(facets, self.config.facet_enabled)
 
     def _common_run_facets(self) -> dict[str, Any]:
         conf = self.session.conf
@@ -178,75 +179,98 @@ class EventBuilder:
         )
 
     def _parent_facet(self, parent: ParentJob) -> parent_run.ParentRunFacet:
-        root = self.config.root_parent or self.config.parent or parent
-        return parent_run.ParentRunFacet(
-            run=parent_run.Run(runId=parent.run_id),
-            job=parent_run.Job(namespace=parent.namespace, name=parent.name),
-            root=parent_run.Root(
-                run=parent_run.RootRun(runId=root.run_id),
-                job=parent_run.RootJob(namespace=root.namespace, name=root.name),
-            ),
-            producer=PRODUCER,
-        )
-
-    def _dataset_facets(self, dataset: DatasetLineage) -> dict[str, Any]:
-        ns = dataset.identifier.namespace
-        facets: dict[str, Any] = {
-            "dataSource": datasource_dataset.DatasourceDatasetFacet(name=ns, uri=ns, producer=PRODUCER),
-        }
-        if dataset.schema is not None:
-            facets["schema"] = schema_dataset.SchemaDatasetFacet(
-                fields=[_schema_field(f) for f in dataset.schema], producer=PRODUCER
-            )
-        if dataset.symlinks:
-            facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
-                identifiers=[
-                    symlinks_dataset.Identifier(namespace=s.namespace, name=s.name, type=s.type)
-                    for s in dataset.symlinks
-                ],
-                producer=PRODUCER,
-            )
-        if dataset.lifecycle is not None:
-            previous = None
-            if dataset.previous is not None:
-                previous = lifecycle_state_change_dataset.PreviousIdentifier(
-                    name=dataset.previous.name, namespace=dataset.previous.namespace
-                )
-            facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-                lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(dataset.lifecycle),
-                previousIdentifier=previous,
-                producer=PRODUCER,
-            )
-        facets.update(dataset.extra_facets)
-        return self._enabled(facets)
+        return parent_facet(parent, self.config.root_parent or self.config.parent or parent)
 
     def _input(self, dataset: DatasetLineage) -> InputDataset:
-        return InputDataset(
-            namespace=dataset.identifier.namespace,
-            name=dataset.identifier.name,
-            facets=self._dataset_facets(dataset),
-            inputFacets=self._enabled(dict(dataset.input_facets)),
-        )
+        return input_dataset(dataset, self.config.facet_enabled)
 
     def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
-        output_facets: dict[str, Any] = {}
-        if metrics is not None:  # a finished run: what it wrote
-            stats = dataset.statistics
-            if stats is None and ("numOutputRows" in metrics or "numOutputBytes" in metrics):
-                stats = OutputStatistics(
-                    metrics.get("numOutputRows"), metrics.get("numOutputBytes"), metrics.get("numFiles")
-                )
-            if stats is not None:
-                output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                    rowCount=stats.rows, size=stats.bytes, fileCount=stats.files, producer=PRODUCER
-                )
-            output_facets.update(dataset.output_facets)
-        return OutputDataset(
-            namespace=dataset.identifier.namespace,
-            name=dataset.identifier.name,
-            facets=self._dataset_facets(dataset),
-            outputFacets=self._enabled(output_facets),
+        return output_dataset(dataset, self.config.facet_enabled, metrics)
+
+
+def parent_facet(parent: ParentJob, root: ParentJob) -> parent_run.ParentRunFacet:
+    """The ``parent`` run facet: the run this one belongs to, and the root of that run's tree."""
+    return parent_run.ParentRunFacet(
+        run=parent_run.Run(runId=parent.run_id),
+        job=parent_run.Job(namespace=parent.namespace, name=parent.name),
+        root=parent_run.Root(
+            run=parent_run.RootRun(runId=root.run_id),
+            job=parent_run.RootJob(namespace=root.namespace, name=root.name),
+        ),
+        producer=PRODUCER,
+    )
+
+
+def only_enabled(facets: dict[str, Any], enabled: Callable[[str], bool]) -> dict[str, Any]:
+    """The facets whose names configuration has not disabled."""
+    return {name: facet for name, facet in facets.items() if enabled(name)}
+
+
+def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> dict[str, Any]:
+    """The dataset facets of a dataset, in any engine's events: data source, schema, symlinks, lifecycle, and
+    whatever the handler attached."""
+    ns = dataset.identifier.namespace
+    facets: dict[str, Any] = {
+        "dataSource": datasource_dataset.DatasourceDatasetFacet(name=ns, uri=ns, producer=PRODUCER),
+    }
+    if dataset.schema is not None:
+        facets["schema"] = schema_dataset.SchemaDatasetFacet(
+            fields=[_schema_field(f) for f in dataset.schema], producer=PRODUCER
         )
+    if dataset.symlinks:
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[
+                symlinks_dataset.Identifier(namespace=s.namespace, name=s.name, type=s.type) for s in dataset.symlinks
+            ],
+            producer=PRODUCER,
+        )
+    if dataset.lifecycle is not None:
+        previous = None
+        if dataset.previous is not None:
+            previous = lifecycle_state_change_dataset.PreviousIdentifier(
+                name=dataset.previous.name, namespace=dataset.previous.namespace
+            )
+        facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(dataset.lifecycle),
+            previousIdentifier=previous,
+            producer=PRODUCER,
+        )
+    facets.update(dataset.extra_facets)
+    return only_enabled(facets, enabled)
+
+
+def input_dataset(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> InputDataset:
+    return InputDataset(
+        namespace=dataset.identifier.namespace,
+        name=dataset.identifier.name,
+        facets=dataset_facets(dataset, enabled),
+        inputFacets=only_enabled(dict(dataset.input_facets), enabled),
+    )
+
+
+def output_dataset(
+    dataset: DatasetLineage, enabled: Callable[[str], bool], metrics: dict[str, int] | None
+) -> OutputDataset:
+    """An output; ``metrics`` (a finished run's, else ``None``) supply the output statistics when the dataset
+    has none of its own."""
+    output_facets: dict[str, Any] = {}
+    if metrics is not None:
+        stats = dataset.statistics
+        if stats is None and ("numOutputRows" in metrics or "numOutputBytes" in metrics):
+            stats = OutputStatistics(
+                metrics.get("numOutputRows"), metrics.get("numOutputBytes"), metrics.get("numFiles")
+            )
+        if stats is not None:
+            output_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                rowCount=stats.rows, size=stats.bytes, fileCount=stats.files, producer=PRODUCER
+            )
+        output_facets.update(dataset.output_facets)
+    return OutputDataset(
+        namespace=dataset.identifier.namespace,
+        name=dataset.identifier.name,
+        facets=dataset_facets(dataset, enabled),
+        outputFacets=only_enabled(output_facets, enabled),
+    )
 
 
 def _schema_field(field: SchemaField) -> schema_dataset.SchemaDatasetFacetFields:

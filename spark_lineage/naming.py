@@ -13,6 +13,7 @@ library and from the Java agent name the same data the same way and join into on
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
@@ -174,6 +175,26 @@ def _trimmers() -> tuple[DatasetNameTrimmer, ...]:
     return tuple(DatasetConfig().get_dataset_name_trimmers())
 
 
+def jdbc_uri(uri: str) -> str:
+    """A database's JDBC URL, without user, password or parameters, from a JDBC URL or a SQLAlchemy URL:
+    ``sqlite:////abs/cat.db`` and ``jdbc:sqlite:file:/abs/cat.db`` are both ``jdbc:sqlite:/abs/cat.db``;
+    ``postgresql+psycopg2://u:p@db:5432/cat`` and ``jdbc:postgresql://db:5432/cat?user=u`` are both
+    ``jdbc:postgresql://db:5432/cat``."""
+    is_jdbc = uri.startswith("jdbc:")
+    dialect, _, rest = (uri[len("jdbc:") :] if is_jdbc else uri).partition(":")
+    dialect = dialect.split("+", 1)[0].lower()
+    if dialect == "sqlite":
+        path = rest.split("?", 1)[0]
+        if not is_jdbc:  # SQLAlchemy: sqlite:///relative/path, sqlite:////absolute/path
+            return f"jdbc:sqlite:{path[3:] if path.startswith('///') else path}"
+        path = path[len("file:") :] if path.startswith("file:") else path
+        return f"jdbc:sqlite:{path[2:] if path.startswith('///') else path}"
+    parts = urlsplit(f"{dialect}:{rest}")
+    host = parts.hostname or ""
+    authority = f"{host}:{parts.port}" if parts.port else host
+    return f"jdbc:{dialect}://{authority}{parts.path}"
+
+
 ICEBERG_SPARK_CATALOGS = ("org.apache.iceberg.spark.SparkCatalog", "org.apache.iceberg.spark.SparkSessionCatalog")
 _CATALOG_IMPL_TYPES = {
     "RESTCatalog": "rest",
@@ -182,6 +203,15 @@ _CATALOG_IMPL_TYPES = {
     "HiveCatalog": "hive",
     "GlueCatalog": "glue",
     "NessieCatalog": "nessie",
+}
+_PYICEBERG_CATALOG_TYPES = {
+    "SqlCatalog": "jdbc",
+    "RestCatalog": "rest",
+    "HiveCatalog": "hive",
+    "GlueCatalog": "glue",
+    "DynamoDbCatalog": "dynamodb",
+    "BigQueryMetastoreCatalog": "bigquery",
+    "InMemoryCatalog": "in-memory",
 }
 
 
@@ -209,7 +239,23 @@ class IcebergCatalog:
         warehouse = conf.get(f"{prefix}.warehouse")
         if warehouse is None and name == "spark_catalog":
             warehouse = conf.get("spark.sql.warehouse.dir")
-        return cls(name=name, type=kind.lower(), warehouse=warehouse, uri=conf.get(f"{prefix}.uri"))
+        return cls.of(name, kind, warehouse, conf.get(f"{prefix}.uri"))
+
+    @classmethod
+    def from_pyiceberg(cls, name: str, class_name: str, properties: Mapping[str, str]) -> IcebergCatalog:
+        """A pyiceberg catalog, by its name, class name and properties. ``SqlCatalog`` keeps the table layout of
+        Iceberg Java's ``JdbcCatalog``, so it is a ``jdbc`` catalog here too: one sqlite or PostgreSQL database
+        shared by Spark and pyiceberg is one catalog with one identity."""
+        kind = _PYICEBERG_CATALOG_TYPES.get(class_name) or properties.get("type") or class_name
+        return cls.of(name, kind, properties.get("warehouse"), properties.get("uri"))
+
+    @classmethod
+    def of(cls, name: str, kind: str, warehouse: str | None, uri: str | None) -> IcebergCatalog:
+        """A catalog with its uri in the form that identifies it: a JDBC catalog's uri without credentials."""
+        kind = kind.lower()
+        if kind == "jdbc" and uri:
+            uri = jdbc_uri(uri)
+        return cls(name=name, type=kind, warehouse=warehouse, uri=uri)
 
     def symlink(self, table: str) -> TableName | None:
         """The ``symlinks`` entry for ``table`` (``db.table``): the catalog's identity, as openlineage-spark

@@ -22,7 +22,8 @@ _STOP = object()
 class ErrorLog:
     """Logs the first error of each kind with its traceback, counts the rest, and never raises."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "spark_lineage") -> None:
+        self._prefix = prefix
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
 
@@ -32,13 +33,13 @@ class ErrorLog:
                 count = self.counts.get(kind, 0) + 1
                 self.counts[kind] = count
             if count == 1:
-                text = message or f"spark_lineage: {kind} failed: {error!r}"
+                text = f"{self._prefix}: " + (message or f"{kind} failed: {error!r}")
                 log.warning(
                     text + " (further errors of this kind are logged at DEBUG)",
                     exc_info=error if error is not None else None,
                 )
             else:
-                log.debug("spark_lineage: %s failed again: %r", kind, error)
+                log.debug("%s: %s failed again: %r", self._prefix, kind, error)
         except Exception:  # noqa: BLE001 - logging itself must not fail the caller
             pass
 
@@ -59,8 +60,16 @@ class BoundedWorker(Generic[T]):
     stalled backend costs bounded memory and never stalls the thread that submits.
     """
 
-    def __init__(self, name: str, process: Callable[[T], None], capacity: int, errors: ErrorLog) -> None:
+    def __init__(
+        self,
+        name: str,
+        process: Callable[[T], None],
+        capacity: int,
+        errors: ErrorLog,
+        full_hint: str = "Raise spark.openlineage.python.queueSize or check the backend.",
+    ) -> None:
         self._process = process
+        self._full_hint = full_hint
         self._errors = errors
         self._name = name
         self._queue: queue.Queue[object] = queue.Queue(maxsize=capacity)
@@ -76,8 +85,8 @@ class BoundedWorker(Generic[T]):
             self.dropped += 1
             self._errors.report(
                 f"{self._name} queue full",
-                message=f"spark_lineage: the {self._name} queue is full ({self._queue.maxsize} items); "
-                "lineage is being dropped. Raise spark.openlineage.python.queueSize or check the backend.",
+                message=f"the {self._name} queue is full ({self._queue.maxsize} items); lineage is being dropped. "
+                + self._full_hint,
             )
             return False
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from openlineage.client.facet_v2 import catalog_dataset, dataset_version_dataset, storage_dataset
-
-from iceberg_facets.facets import commit_report_facet, scan_report_facet
+from iceberg_facets.dataset import (
+    attach_commit_report,
+    attach_scan_report,
+    describe_table,
+    iceberg_table_dataset,
+    set_version,
+)
 from spark_lineage import naming
-from spark_lineage.facets import PRODUCER
 from spark_lineage.handlers.base import NodeHandler, nested_inputs, schema_fields
 from spark_lineage.handlers.registry import register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage, OutputStatistics
+from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, Probe
 
 
@@ -184,48 +187,23 @@ def iceberg_dataset(
         ctx.errors.append(f"no location known for Iceberg table {key}")
         return None
     ctx.table_locations[key] = location
-    dataset = DatasetLineage(naming.from_location(location), lifecycle=lifecycle)
-    symlink = catalog.symlink(identifier)
-    if symlink is not None:
-        dataset.symlinks.append(symlink)
-    dataset.extra_facets["catalog"] = catalog_dataset.CatalogDatasetFacet(
-        framework="iceberg",
-        type=catalog.type,
-        name=catalog.name,
-        warehouseUri=catalog.warehouse,
-        metadataUri=catalog.uri,
-        source="spark",
-        producer=PRODUCER,
-    )
+    dataset = iceberg_table_dataset(catalog, identifier, location, source="spark", lifecycle=lifecycle)
     if table is None:
         return dataset
-    dataset.schema = schema_fields(table.get("schema"))
     file_format = str(table.get("format") or "iceberg/parquet").replace("iceberg/", "")
-    dataset.extra_facets["storage"] = storage_dataset.StorageDatasetFacet(
-        storageLayer="iceberg", fileFormat=file_format, producer=PRODUCER
-    )
+    describe_table(dataset, schema=schema_fields(table.get("schema")), file_format=file_format)
     report_names = [table.get("name") or key, key, identifier]
     version = table.get("snapshotId") or table.get("currentSnapshotId")
     if role == "output":
         report = _claim(ctx.iceberg_commits, report_names, table.get("currentSnapshotId"))
         if report is not None:
-            facet = commit_report_facet(report, PRODUCER)
-            dataset.output_facets["icebergCommitReport"] = facet
-            version = facet.snapshotId
-            metrics = facet.commitMetrics
-            dataset.statistics = OutputStatistics(
-                metrics.get("addedRecords"), metrics.get("addedFilesSizeInBytes"), metrics.get("addedDataFiles")
-            )
+            version = attach_commit_report(dataset, report)
     elif role == "input":
         report = _claim(ctx.iceberg_scans, report_names, version)
         if report is not None:
-            scan_facet = scan_report_facet(report, PRODUCER)
-            dataset.input_facets["icebergScanReport"] = scan_facet
-            version = scan_facet.snapshotId or version
-    if version is not None and role != "command":
-        dataset.extra_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
-            datasetVersion=str(version), producer=PRODUCER
-        )
+            version = attach_scan_report(dataset, report) or version
+    if role != "command":
+        set_version(dataset, version)
     return dataset
 
 

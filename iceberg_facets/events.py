@@ -1,0 +1,236 @@
+"""OpenLineage run events for pyiceberg work, built from records alone.
+
+A commit, scan or table change made outside an :func:`iceberg_facets.run` block is a run of its own, named
+``<job>.<action>.<catalog>_<db>_<table>`` as openlineage-spark names a Spark job by its command and output. A
+block is one run with the name it was given: its inputs are the tables scanned in it, its outputs the tables
+committed, created or dropped in it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import error_message_run, job_type_job, processing_engine_run
+
+from iceberg_facets.dataset import (
+    attach_commit_report,
+    attach_scan_report,
+    describe_table,
+    iceberg_table_dataset,
+    set_version,
+)
+from iceberg_facets.records import CommitRecord, RunRecord, ScanRecord, TableChangeRecord, TableInfo
+from iceberg_facets.reports import combined_operation, commit_report, scan_report
+from spark_lineage import naming
+from spark_lineage._version import __version__
+from spark_lineage.config import LineageConfig, ParentJob
+from spark_lineage.events import input_dataset, only_enabled, output_dataset, parent_facet
+from spark_lineage.facets import PRODUCER
+from spark_lineage.lineage import DatasetLineage
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which run an event belongs to, and the run it is nested in."""
+
+    run_id: str
+    job_name: str
+    parent: ParentJob | None = None
+
+
+class IcebergEventBuilder:
+    """Builds the events of one ``iceberg_facets.enable()``: its configuration and pyiceberg's version."""
+
+    def __init__(self, config: LineageConfig, job_name: str, pyiceberg_version: str) -> None:
+        self.config = config
+        self.job_name = job_name
+        self.pyiceberg_version = pyiceberg_version
+
+    @property
+    def _enabled(self) -> Callable[[str], bool]:
+        return self.config.facet_enabled
+
+    # --- runs of their own ---------------------------------------------------------------------------------
+
+    def standalone_job_name(self, action: str, table: TableInfo) -> str:
+        name = f"{self.job_name}.{action}"
+        if self.config.append_dataset_name and table.identifier:
+            qualified = f"{table.catalog_name}.{table.identifier}" if table.catalog_name else table.identifier
+            name += "." + qualified.replace(".", "_")
+        return name
+
+    def commit_events(self, record: CommitRecord, run: RunIdentity) -> list[RunEvent]:
+        started = self.output_dataset(record, None, finished=False)
+        finished = self.output_dataset(record, None)
+        end_state = RunState.FAIL if record.error else RunState.COMPLETE
+        return [
+            self.event(RunState.START, record.start_ms, run, "COMMIT", outputs=[started]),
+            self.event(
+                end_state,
+                record.end_ms,
+                run,
+                "COMMIT",
+                outputs=[finished],
+                error=record.error,
+                stack=record.error_stack,
+            ),
+        ]
+
+    def scan_events(self, record: ScanRecord, run: RunIdentity) -> list[RunEvent]:
+        inputs = [self.input_dataset(record)]
+        return [
+            self.event(RunState.START, record.start_ms, run, "SCAN", inputs=inputs),
+            self.event(RunState.COMPLETE, record.end_ms, run, "SCAN", inputs=inputs),
+        ]
+
+    def table_change_events(self, record: TableChangeRecord, run: RunIdentity) -> list[RunEvent]:
+        outputs = [self.output_dataset(None, record)]
+        return [
+            self.event(RunState.START, record.time_ms, run, "DDL", outputs=outputs),
+            self.event(RunState.COMPLETE, record.time_ms, run, "DDL", outputs=outputs),
+        ]
+
+    @staticmethod
+    def commit_action(record: CommitRecord) -> str:
+        if record.created:
+            return "create_table"
+        operation = combined_operation(record.snapshots) or record.attempted_operation
+        if operation:
+            return operation
+        return "alter_table" if record.schema_changed else "commit"
+
+    # --- run blocks ----------------------------------------------------------------------------------------
+
+    def block_events(
+        self, state: RunState, epoch_ms: int, run: RunIdentity, record: RunRecord, error: str | None, stack: str | None
+    ) -> RunEvent:
+        """The COMPLETE or FAIL event of a block: every table it scanned and wrote."""
+        inputs = [self.input_dataset(scan) for scan in _last_per_table(record.scans)]
+        outputs = []
+        changes = {_table_key(c.table): c for c in record.changes}
+        commits: dict[tuple[str, str], list[CommitRecord]] = {}
+        for commit in record.commits:
+            commits.setdefault(_table_key(commit.table), []).append(commit)
+        for key in dict.fromkeys([*changes, *commits]):
+            merged = merge_commits(commits[key]) if key in commits else None
+            outputs.append(self.output_dataset(merged, changes.get(key)))
+        return self.event(state, epoch_ms, run, "JOB", inputs=inputs, outputs=outputs, error=error, stack=stack)
+
+    # --- pieces --------------------------------------------------------------------------------------------
+
+    def event(
+        self,
+        state: RunState,
+        epoch_ms: int,
+        run: RunIdentity,
+        job_type: str,
+        *,
+        inputs: list[InputDataset] | None = None,
+        outputs: list[OutputDataset] | None = None,
+        error: str | None = None,
+        stack: str | None = None,
+    ) -> RunEvent:
+        run_facets: dict[str, Any] = {
+            "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
+                version=self.pyiceberg_version,
+                name="pyiceberg",
+                openlineageAdapterVersion=__version__,
+                producer=PRODUCER,
+            ),
+        }
+        parent = run.parent or self.config.parent
+        if parent is not None:
+            run_facets["parent"] = parent_facet(parent, self.config.root_parent or self.config.parent or parent)
+        if error is not None:
+            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+                message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
+            )
+        job_facets = {
+            "jobType": job_type_job.JobTypeJobFacet(
+                processingType="BATCH", integration="PYICEBERG", jobType=job_type, producer=PRODUCER
+            )
+        }
+        return RunEvent(
+            eventType=state,
+            eventTime=dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds"),
+            run=Run(runId=run.run_id, facets=only_enabled(run_facets, self._enabled)),
+            job=Job(namespace=self.config.namespace, name=run.job_name, facets=only_enabled(job_facets, self._enabled)),
+            inputs=inputs or [],
+            outputs=outputs or [],
+            producer=PRODUCER,
+        )
+
+    def input_dataset(self, record: ScanRecord) -> InputDataset:
+        dataset = table_dataset(record.table)
+        attach_scan_report(dataset, scan_report(record, self.pyiceberg_version))
+        set_version(dataset, record.snapshot_id)
+        return input_dataset(dataset, self._enabled)
+
+    def output_dataset(
+        self, commit: CommitRecord | None, change: TableChangeRecord | None, *, finished: bool = True
+    ) -> OutputDataset:
+        """A table written: by commits (merged into one record), created or dropped, or both. Output facets
+        (the commit report, output statistics) go on the event that finishes the run."""
+        lifecycle = change.lifecycle if change is not None else None
+        if commit is not None and lifecycle is None:
+            lifecycle = "CREATE" if commit.created else ("ALTER" if commit.schema_changed else None)
+        table = commit.table if commit is not None else change.table  # type: ignore[union-attr]
+        dataset = table_dataset(table, lifecycle)
+        metrics: dict[str, int] | None = {} if finished else None
+        if lifecycle == "DROP":
+            return output_dataset(dataset, self._enabled, metrics)
+        version = table.current_snapshot_id
+        if commit is not None:
+            version = attach_commit_report(dataset, commit_report(commit, self.pyiceberg_version)) or version
+        if commit is None or commit.error is None:
+            set_version(dataset, version)
+        return output_dataset(dataset, self._enabled, metrics)
+
+
+def table_dataset(table: TableInfo, lifecycle: str | None = None) -> DatasetLineage:
+    """A pyiceberg table as a dataset, named exactly as the Spark side names it."""
+    if table.catalog_name:
+        catalog = naming.IcebergCatalog.from_pyiceberg(
+            table.catalog_name, table.catalog_class, table.catalog_properties
+        )
+        dataset = iceberg_table_dataset(
+            catalog, table.identifier, table.location, source="pyiceberg", lifecycle=lifecycle
+        )
+    else:  # a scan of a table whose catalog was never seen: its location still names it
+        dataset = DatasetLineage(naming.from_location(table.location), lifecycle=lifecycle)
+    if lifecycle != "DROP":
+        describe_table(dataset, schema=table.schema, file_format=table.file_format)
+    return dataset
+
+
+def merge_commits(commits: list[CommitRecord]) -> CommitRecord:
+    """Several commits to one table in one run, as one: snapshots in order, attempts and time added up, the
+    table as the last commit left it."""
+    last = commits[-1]
+    if len(commits) == 1:
+        return last
+    return replace(
+        last,
+        snapshots=[s for c in commits for s in c.snapshots],
+        attempts=sum(c.attempts for c in commits),
+        duration_ms=sum(c.duration_ms for c in commits),
+        start_ms=commits[0].start_ms,
+        created=any(c.created for c in commits),
+        schema_changed=any(c.schema_changed for c in commits),
+    )
+
+
+def _table_key(table: TableInfo) -> tuple[str, str]:
+    return (table.catalog_name, table.identifier or table.location)
+
+
+def _last_per_table(scans: list[ScanRecord]) -> list[ScanRecord]:
+    by_table: dict[tuple[str, str], ScanRecord] = {}
+    for scan in scans:
+        by_table.pop(_table_key(scan.table), None)
+        by_table[_table_key(scan.table)] = scan
+    return list(by_table.values())
