@@ -211,11 +211,12 @@ class LineageRun:
             raise ValueError(f"iceberg_facets.run() needs a job name (a non-empty string), got {job_name!r}")
         self.job_name = job_name
         self._entered: list[tuple[IcebergLineage, RunScope, contextvars.Token[RunScope | None]]] = []
+        self._run_id: str | None = None
 
     @property
     def run_id(self) -> str | None:
-        """The run id of the innermost active entry of this block, when lineage is on."""
-        return self._entered[-1][1].identity.run_id if self._entered else None
+        """The id of the run this block is (or was, once it has ended); ``None`` when lineage is off."""
+        return self._run_id
 
     def __enter__(self) -> LineageRun:
         runtime = _active
@@ -229,6 +230,7 @@ class LineageRun:
             scope = RunScope(RunIdentity(new_run_id(_now_ms()), self.job_name, parent))
             token = _current_run.set(scope)
             self._entered.append((runtime, scope, token))
+            self._run_id = scope.identity.run_id
             runtime.start_run(scope)
         except Exception as error:  # noqa: BLE001 - lineage never breaks the user's block
             runtime.errors.report("starting a run", error)

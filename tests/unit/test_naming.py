@@ -76,3 +76,51 @@ def test_path_job_suffix(name: str, suffix: str) -> None:
 def test_input_directories() -> None:
     assert naming.input_directories(["/d/a.csv"], {"/d/a.csv"}) == ["/d/a.csv"]
     assert naming.input_directories(["/d/a.csv", "/d/b.csv", "/e"], {"/d/a.csv", "/d/b.csv"}) == ["/d", "/e"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "canonical"),
+    [
+        ("jdbc:sqlite:/abs/cat.db", "jdbc:sqlite:/abs/cat.db"),
+        ("jdbc:sqlite:file:/abs/cat.db", "jdbc:sqlite:/abs/cat.db"),
+        ("jdbc:sqlite:///abs/cat.db", "jdbc:sqlite:/abs/cat.db"),
+        ("sqlite:////abs/cat.db", "jdbc:sqlite:/abs/cat.db"),
+        ("sqlite:///relative/cat.db", "jdbc:sqlite:relative/cat.db"),
+        ("postgresql+psycopg2://user:secret@db:5432/catalog", "jdbc:postgresql://db:5432/catalog"),
+        ("jdbc:postgresql://db:5432/catalog?user=u&password=secret", "jdbc:postgresql://db:5432/catalog"),
+        ("mysql+pymysql://u:p@db/catalog", "jdbc:mysql://db/catalog"),
+    ],
+)
+def test_jdbc_catalog_uris_are_one_form_without_credentials(uri: str, canonical: str) -> None:
+    assert naming.jdbc_uri(uri) == canonical
+
+
+def test_a_pyiceberg_sql_catalog_is_the_jdbc_catalog_spark_sees_on_the_same_database() -> None:
+    spark = naming.IcebergCatalog.from_spark_conf(
+        "jcat",
+        {
+            "spark.sql.catalog.jcat": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.jcat.type": "jdbc",
+            "spark.sql.catalog.jcat.uri": "jdbc:sqlite:/data/cat.db",
+            "spark.sql.catalog.jcat.warehouse": "/data/wh",
+        },
+    )
+    pyiceberg = naming.IcebergCatalog.from_pyiceberg(
+        "jcat", "SqlCatalog", {"uri": "sqlite:////data/cat.db", "warehouse": "/data/wh"}
+    )
+    assert spark == pyiceberg == naming.IcebergCatalog("jcat", "jdbc", "/data/wh", "jdbc:sqlite:/data/cat.db")
+    assert pyiceberg.symlink("db.t") == TableName("jdbc:sqlite:/data/cat.db", "db.t")
+
+
+@pytest.mark.parametrize(
+    ("class_name", "properties", "symlink_namespace"),
+    [
+        ("RestCatalog", {"uri": "http://rest:8181"}, "http://rest:8181"),
+        ("HiveCatalog", {"uri": "thrift://metastore:9083"}, "hive://metastore:9083"),
+        ("GlueCatalog", {}, None),
+        ("InMemoryCatalog", {"warehouse": "/tmp/wh"}, None),
+    ],
+)
+def test_pyiceberg_catalog_types(class_name: str, properties: dict[str, str], symlink_namespace: str | None) -> None:
+    symlink = naming.IcebergCatalog.from_pyiceberg("c", class_name, properties).symlink("db.t")
+    assert (symlink.namespace if symlink else None) == symlink_namespace
