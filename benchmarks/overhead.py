@@ -15,17 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
+from _sidebyside import alternate, report
 from _spark import local_session
 
 WORKLOADS = ("parquet_writes", "iceberg_appends_and_merges")
@@ -82,23 +75,6 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, workload: str) -> 
     return time.perf_counter() - started
 
 
-class _Sink(BaseHTTPRequestHandler):
-    """A lineage backend that answers at once and keeps connections alive, as a real one does."""
-
-    protocol_version = "HTTP/1.1"
-    received = 0
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        _Sink.received += 1
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=60)
@@ -114,42 +90,25 @@ def main() -> None:
         print(json.dumps({"seconds": seconds}))
         return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    times: dict[str, list[float]] = {"on": [], "off": []}
-    for round_index in range(args.rounds):
-        for mode in ("on", "off") if round_index % 2 == 0 else ("off", "on"):
-            with tempfile.TemporaryDirectory() as workdir:
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    mode,
-                    "--queries",
-                    str(args.queries),
-                    "--url",
-                    url,
-                    "--workdir",
-                    workdir,
-                    "--workload",
-                    args.workload,
-                ]
-                result = subprocess.run(
-                    command, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-                )
-                seconds = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
-                times[mode].append(seconds)
-                print(f"round {round_index + 1} lineage {mode:>3}: {seconds:7.3f} s", flush=True)
-    server.shutdown()
-
-    on, off = statistics.median(times["on"]), statistics.median(times["off"])
-    print()
-    print(f"workload {args.workload}: {args.queries} write queries per job, {args.rounds} jobs per side")
-    print(f"median job wall time, lineage off: {off:.3f} s ({off / args.queries * 1000:.1f} ms per query)")
-    print(f"median job wall time, lineage on:  {on:.3f} s ({on / args.queries * 1000:.1f} ms per query)")
-    print(f"ratio on/off: {on / off:.3f}   (target <= 1.03)")
-    print(f"events received by the loopback backend: {_Sink.received}")
+    times, received = alternate(
+        args.rounds,
+        lambda mode, url, workdir: [
+            __file__,
+            "--child",
+            mode,
+            "--queries",
+            str(args.queries),
+            "--url",
+            url,
+            "--workdir",
+            workdir,
+            "--workload",
+            args.workload,
+        ],
+    )
+    print(f"\nworkload {args.workload}: {args.queries} write queries per job, {args.rounds} jobs per side")
+    report(times, args.queries, "query", target=1.03)
+    print(f"events received by the loopback backend: {received}")
 
 
 if __name__ == "__main__":

@@ -95,13 +95,21 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     - ``job_name``: the job, and the prefix of each standalone run's job (default: the script's name);
     - ``transport``, ``disabled``, ``disabled_facets``, ``append_dataset_name``, ``parent_job_namespace`` /
       ``parent_job_name`` / ``parent_run_id`` (and ``root_parent_*``), ``queue_size`` (events waiting, 1000),
-      ``shutdown_timeout`` (seconds to deliver at exit, 10): as ``spark.openlineage.*`` means them on Spark.
+      ``shutdown_timeout`` (seconds to deliver at exit, 10): as ``spark.openlineage.*`` means them on Spark;
+    - ``delivery``: ``"process"`` (default) builds and sends events in a helper process, so that their Python
+      work never competes with the job's threads for the GIL; ``"thread"`` does it in a thread of this process.
+      A passed ``client`` is always used from a thread here.
 
     Calling it again while enabled returns the same handle. With ``disabled=True`` or
     ``OPENLINEAGE_DISABLED=true`` it does nothing. A bad option raises :class:`ConfigError` naming it.
     """
     from iceberg_facets import runtime
 
+    delivery = options.pop("delivery", "process")
+    if delivery not in ("process", "thread"):
+        raise ConfigError(
+            f"iceberg_facets.enable() option delivery={delivery!r} is not valid; accepted: process, thread"
+        )
     config = resolve_options(options, OPTIONS, "iceberg_facets.enable()")
     if config.disabled or runtime.disabled_by_environment():
         log.info("iceberg_facets: lineage is disabled by configuration; enable() does nothing")
@@ -117,7 +125,9 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
             "pip install 'spark-lineage[pyiceberg]'"
         ) from None
     job_name = config.app_name or runtime.default_job_name()
-    return IcebergLineageHandle(runtime.start(config, client or config.create_client(), job_name))
+    if client is None:
+        config.create_client()  # a transport that cannot work is refused here, not in the delivery process
+    return IcebergLineageHandle(runtime.start(config, client, job_name, delivery))
 
 
 def run(job_name: str) -> LineageRun:

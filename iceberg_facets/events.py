@@ -1,9 +1,10 @@
 """OpenLineage run events for pyiceberg work, built from records alone.
 
 A commit, scan or table change made outside an :func:`iceberg_facets.run` block is a run of its own, named
-``<job>.<action>.<catalog>_<db>_<table>`` as openlineage-spark names a Spark job by its command and output. A
-block is one run with the name it was given: its inputs are the tables scanned in it, its outputs the tables
-committed, created or dropped in it.
+``<job>.<action>.<catalog>_<db>_<table>`` as openlineage-spark names a Spark job by its command and output, and
+sent as one event once it is over (COMPLETE, or FAIL). A block is one run with the name it was given: START
+at its entry, then COMPLETE or FAIL with the tables scanned in it as inputs and the tables committed, created
+or dropped in it as outputs.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from iceberg_facets.reports import combined_operation, commit_report, scan_repor
 from spark_lineage import naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
-from spark_lineage.events import input_dataset, only_enabled, output_dataset, parent_facet
+from spark_lineage.events import dataset_facets, input_dataset, only_enabled, output_dataset, parent_facet
 from spark_lineage.facets import PRODUCER
 from spark_lineage.lineage import DatasetLineage
+
+_MAX_CACHED_TABLES = 256
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,13 @@ class IcebergEventBuilder:
         self.config = config
         self.job_name = job_name
         self.pyiceberg_version = pyiceberg_version
+        # Facets that stay the same from one event to the next are built once: openlineage-python validates
+        # every facet it constructs, and the worker's time is taken from the job's threads by the GIL.
+        self._engine_facet = processing_engine_run.ProcessingEngineRunFacet(
+            version=pyiceberg_version, name="pyiceberg", openlineageAdapterVersion=__version__, producer=PRODUCER
+        )
+        self._job_type_facets: dict[str, job_type_job.JobTypeJobFacet] = {}
+        self._table_facets: dict[tuple[Any, ...], tuple[DatasetLineage, dict[str, Any]]] = {}
 
     @property
     def _enabled(self) -> Callable[[str], bool]:
@@ -63,36 +73,20 @@ class IcebergEventBuilder:
             name += "." + qualified.replace(".", "_")
         return name
 
-    def commit_events(self, record: CommitRecord, run: RunIdentity) -> list[RunEvent]:
-        started = self.output_dataset(record, None, finished=False)
-        finished = self.output_dataset(record, None)
-        end_state = RunState.FAIL if record.error else RunState.COMPLETE
-        return [
-            self.event(RunState.START, record.start_ms, run, "COMMIT", outputs=[started]),
-            self.event(
-                end_state,
-                record.end_ms,
-                run,
-                "COMMIT",
-                outputs=[finished],
-                error=record.error,
-                stack=record.error_stack,
-            ),
-        ]
+    def commit_event(self, record: CommitRecord, run: RunIdentity) -> RunEvent:
+        """The one event of a commit's own run: COMPLETE, or FAIL with the error and the attempts made. A
+        START would say nothing more: it could only be sent after the commit, like this one."""
+        state = RunState.FAIL if record.error else RunState.COMPLETE
+        outputs = [self.output_dataset(record, None)]
+        return self.event(
+            state, record.end_ms, run, "COMMIT", outputs=outputs, error=record.error, stack=record.error_stack
+        )
 
-    def scan_events(self, record: ScanRecord, run: RunIdentity) -> list[RunEvent]:
-        inputs = [self.input_dataset(record)]
-        return [
-            self.event(RunState.START, record.start_ms, run, "SCAN", inputs=inputs),
-            self.event(RunState.COMPLETE, record.end_ms, run, "SCAN", inputs=inputs),
-        ]
+    def scan_event(self, record: ScanRecord, run: RunIdentity) -> RunEvent:
+        return self.event(RunState.COMPLETE, record.end_ms, run, "SCAN", inputs=[self.input_dataset(record)])
 
-    def table_change_events(self, record: TableChangeRecord, run: RunIdentity) -> list[RunEvent]:
-        outputs = [self.output_dataset(None, record)]
-        return [
-            self.event(RunState.START, record.time_ms, run, "DDL", outputs=outputs),
-            self.event(RunState.COMPLETE, record.time_ms, run, "DDL", outputs=outputs),
-        ]
+    def table_change_event(self, record: TableChangeRecord, run: RunIdentity) -> RunEvent:
+        return self.event(RunState.COMPLETE, record.time_ms, run, "DDL", outputs=[self.output_dataset(None, record)])
 
     @staticmethod
     def commit_action(record: CommitRecord) -> str:
@@ -134,14 +128,7 @@ class IcebergEventBuilder:
         error: str | None = None,
         stack: str | None = None,
     ) -> RunEvent:
-        run_facets: dict[str, Any] = {
-            "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
-                version=self.pyiceberg_version,
-                name="pyiceberg",
-                openlineageAdapterVersion=__version__,
-                producer=PRODUCER,
-            ),
-        }
+        run_facets: dict[str, Any] = {"processing_engine": self._engine_facet}
         parent = run.parent or self.config.parent
         if parent is not None:
             run_facets["parent"] = parent_facet(parent, self.config.root_parent or self.config.parent or parent)
@@ -149,11 +136,12 @@ class IcebergEventBuilder:
             run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
             )
-        job_facets = {
-            "jobType": job_type_job.JobTypeJobFacet(
+        job_type_facet = self._job_type_facets.get(job_type)
+        if job_type_facet is None:
+            job_type_facet = self._job_type_facets[job_type] = job_type_job.JobTypeJobFacet(
                 processingType="BATCH", integration="PYICEBERG", jobType=job_type, producer=PRODUCER
             )
-        }
+        job_facets = {"jobType": job_type_facet}
         return RunEvent(
             eventType=state,
             eventTime=dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds"),
@@ -164,23 +152,42 @@ class IcebergEventBuilder:
             producer=PRODUCER,
         )
 
+    def dataset(self, table: TableInfo, lifecycle: str | None = None) -> DatasetLineage:
+        """The dataset for ``table``, its identity and description facets built once per table and schema."""
+        dropped = lifecycle == "DROP"
+        key = (
+            table.catalog_name,
+            table.catalog_class,
+            tuple(sorted(table.catalog_properties.items())),
+            table.identifier,
+            table.location,
+            tuple(table.schema or ()),
+            table.file_format,
+            dropped,
+        )
+        cached = self._table_facets.get(key)
+        if cached is None:
+            if len(self._table_facets) >= _MAX_CACHED_TABLES:
+                self._table_facets.clear()
+            template = table_dataset(table, "DROP" if dropped else None)
+            cached = self._table_facets[key] = (template, dataset_facets(template, lambda name: True))
+        template, facets = cached
+        return DatasetLineage(template.identifier, lifecycle=lifecycle, extra_facets=dict(facets))
+
     def input_dataset(self, record: ScanRecord) -> InputDataset:
-        dataset = table_dataset(record.table)
+        dataset = self.dataset(record.table)
         attach_scan_report(dataset, scan_report(record, self.pyiceberg_version))
         set_version(dataset, record.snapshot_id)
         return input_dataset(dataset, self._enabled)
 
-    def output_dataset(
-        self, commit: CommitRecord | None, change: TableChangeRecord | None, *, finished: bool = True
-    ) -> OutputDataset:
-        """A table written: by commits (merged into one record), created or dropped, or both. Output facets
-        (the commit report, output statistics) go on the event that finishes the run."""
+    def output_dataset(self, commit: CommitRecord | None, change: TableChangeRecord | None) -> OutputDataset:
+        """A table written: by commits (merged into one record), created or dropped, or both."""
         lifecycle = change.lifecycle if change is not None else None
         if commit is not None and lifecycle is None:
             lifecycle = "CREATE" if commit.created else ("ALTER" if commit.schema_changed else None)
         table = commit.table if commit is not None else change.table  # type: ignore[union-attr]
-        dataset = table_dataset(table, lifecycle)
-        metrics: dict[str, int] | None = {} if finished else None
+        dataset = self.dataset(table, lifecycle)
+        metrics: dict[str, int] = {}  # the run is over: output statistics come from the commit report
         if lifecycle == "DROP":
             return output_dataset(dataset, self._enabled, metrics)
         version = table.current_snapshot_id

@@ -1,9 +1,9 @@
-"""Lineage for pyiceberg in this process: the instrumentation, the worker thread that builds and sends events,
-and the run blocks that group work into one run.
+"""Lineage for pyiceberg in this process: the instrumentation, the worker thread that turns what it captures
+into records, and the run blocks that group work into one run.
 
 The user's thread only queues what the edge captured, tagged with the run block it happened in; the worker
-turns captures into records and events in the order they were queued, so a block's scans and commits are all
-in its record by the time its end is processed.
+turns captures into records, in the order they were queued, and hands them to the delivery
+(:mod:`iceberg_facets.delivery`), which assembles runs and sends their events.
 """
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ import atexit
 import contextvars
 import logging
 import os
+import pickle
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from openlineage.client import OpenLineageClient
-from openlineage.client.event_v2 import RunEvent, RunState
 
 from iceberg_facets import instrument
-from iceberg_facets.events import IcebergEventBuilder, RunIdentity
-from iceberg_facets.records import RunRecord
+from iceberg_facets.delivery import Delivery, DeliverySettings, ProcessDelivery, RunAssembler, ThreadDelivery
+from iceberg_facets.events import RunIdentity
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.events import new_run_id
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -34,15 +34,14 @@ from spark_lineage.worker import BoundedWorker, ErrorLog
 log = logging.getLogger("iceberg_facets")
 
 
-@dataclass
-class RunScope:
-    """One ``run()`` block: who it is, and what was done in it (filled in on the worker thread)."""
-
-    identity: RunIdentity
-    record: RunRecord = field(default_factory=RunRecord)
+_current_run: contextvars.ContextVar[RunIdentity | None] = contextvars.ContextVar("iceberg_run", default=None)
 
 
-_current_run: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar("iceberg_run", default=None)
+class _FlushRequest:
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.done = threading.Event()
+        self.delivered = False
 
 
 def default_job_name() -> str:
@@ -59,13 +58,17 @@ def default_job_name() -> str:
 class IcebergLineage:
     """Lineage for every pyiceberg catalog in the process, from ``enable()`` to ``disable()``."""
 
-    def __init__(self, config: LineageConfig, client: OpenLineageClient, job_name: str) -> None:
+    def __init__(
+        self, config: LineageConfig, client: OpenLineageClient | None, job_name: str, delivery: str = "process"
+    ) -> None:
+        """``client`` is used from a thread of this process; without one, events go through a helper process
+        (``delivery="process"``) or a thread here (``"thread"``), with a client made from ``config``."""
         import pyiceberg
 
         self.config = config
-        self.client = client
         self.errors = ErrorLog("iceberg_facets")
-        self.builder = IcebergEventBuilder(config, job_name, str(pyiceberg.__version__))
+        self.settings = DeliverySettings(config, job_name, str(pyiceberg.__version__))
+        self.delivery: Delivery = self._start_delivery(client, delivery)
         self.worker: BoundedWorker[tuple[Any, ...]] = BoundedWorker(
             "iceberg_facets lineage",
             self._process,
@@ -76,6 +79,14 @@ class IcebergLineage:
         self.instrumentation = instrument.Instrumentation(self)
         self.instrumentation.install()
         self.closed = False
+
+    def _start_delivery(self, client: OpenLineageClient | None, delivery: str) -> Delivery:
+        if client is None and delivery == "process":
+            try:
+                return ProcessDelivery(self.settings)
+            except (OSError, ValueError) as error:
+                log.warning("iceberg_facets: cannot start the delivery process (%r); delivering from a thread", error)
+        return ThreadDelivery(RunAssembler(self.settings, client or self.config.create_client(), self.errors))
 
     # --- the Sink: called on the user's thread -------------------------------------------------------------
 
@@ -88,64 +99,63 @@ class IcebergLineage:
     def table_changed(self, capture: instrument.TableChangeCapture) -> None:
         self.worker.submit(("change", capture, _current_run.get()))
 
-    def start_run(self, scope: RunScope) -> None:
-        self.worker.submit(("start", scope, _now_ms()))
+    def start_run(self, identity: RunIdentity) -> None:
+        self.worker.submit(("start", identity, _now_ms()))
 
-    def end_run(self, scope: RunScope, error: BaseException | None) -> None:
-        self.worker.submit(("end", scope, _now_ms(), error))
+    def end_run(self, identity: RunIdentity, error: BaseException | None) -> None:
+        self.worker.submit(("end", identity, _now_ms(), error))
 
-    # --- the worker ----------------------------------------------------------------------------------------
+    # --- the worker: captures to records, records to the delivery ------------------------------------------
 
     def _process(self, item: tuple[Any, ...]) -> None:
         kind = item[0]
-        if kind == "start":
-            scope, epoch_ms = item[1], item[2]
-            self._emit([self.builder.event(RunState.START, epoch_ms, scope.identity, "JOB")])
-        elif kind == "end":
-            scope, epoch_ms, error = item[1], item[2], item[3]
-            state, message, stack = RunState.COMPLETE, None, None
+        if kind == "flush":
+            request: _FlushRequest = item[1]
+            request.delivered = self._deliver(lambda delivery: delivery.flush(request.timeout))
+            request.done.set()
+            return
+        if kind == "end":
+            identity, epoch_ms, error = item[1:4]
+            message = stack = None
             if error is not None:
-                state, message = RunState.FAIL, f"{type(error).__name__}: {error}"
+                message = f"{type(error).__name__}: {error}"
                 stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            self._emit([self.builder.block_events(state, epoch_ms, scope.identity, scope.record, message, stack)])
+            out: tuple[Any, ...] = ("end", identity, epoch_ms, message, stack)
+        elif kind == "start":
+            out = item
         else:
-            self._process_capture(kind, item[1], item[2])
+            capture, block = item[1], item[2]
+            if kind == "commit":
+                record: Any = instrument.commit_record(capture)
+            elif kind == "scan":
+                record = instrument.scan_record(capture, self.instrumentation.tables_by_location)
+            else:
+                record = instrument.table_change_record(capture)
+            out = (kind, record, block.run_id if block is not None else None)
+        self._deliver(lambda delivery: delivery.send(out))
 
-    def _process_capture(self, kind: str, capture: Any, scope: RunScope | None) -> None:
-        builder = self.builder
-        if kind == "commit":
-            commit = instrument.commit_record(capture)
-            if scope is not None:
-                scope.record.commits.append(commit)
-                return
-            name = builder.standalone_job_name(builder.commit_action(commit), commit.table)
-            self._emit(builder.commit_events(commit, RunIdentity(new_run_id(commit.start_ms), name)))
-        elif kind == "scan":
-            scan = instrument.scan_record(capture, self.instrumentation.tables_by_location)
-            if scope is not None:
-                scope.record.scans.append(scan)
-                return
-            name = builder.standalone_job_name("scan", scan.table)
-            self._emit(builder.scan_events(scan, RunIdentity(new_run_id(scan.start_ms), name)))
-        elif kind == "change":
-            change = instrument.table_change_record(capture)
-            if scope is not None:
-                scope.record.changes.append(change)
-                return
-            name = builder.standalone_job_name(f"{change.lifecycle.lower()}_table", change.table)
-            self._emit(builder.table_change_events(change, RunIdentity(new_run_id(change.time_ms), name)))
-
-    def _emit(self, events: list[RunEvent]) -> None:
-        for event in events:
-            try:
-                self.client.emit(event)
-            except Exception as error:  # noqa: BLE001 - a failing backend is logged, never raised
-                self.errors.report("emitting an event", error)
+    def _deliver(self, action: Callable[[Delivery], Any]) -> Any:
+        try:
+            return action(self.delivery)
+        except (OSError, EOFError, pickle.PicklingError) as error:
+            if isinstance(self.delivery, ThreadDelivery):
+                raise
+            log.warning(
+                "iceberg_facets: the delivery process stopped (%r); events it had not sent are lost, "
+                "the next ones are delivered from a thread",
+                error,
+            )
+            self.delivery = ThreadDelivery(RunAssembler(self.settings, self.config.create_client(), self.errors))
+            return action(self.delivery)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
     def flush(self, timeout: float | None) -> bool:
-        return self.worker.flush(timeout)
+        """True once every event captured so far has been sent, within ``timeout`` seconds."""
+        request = _FlushRequest(timeout)
+        if not self.worker.submit(("flush", request)):
+            return False
+        return request.done.wait(timeout) and request.delivered
 
     def close(self, timeout: float | None) -> bool:
         """Stop capturing at once, then deliver what was captured within ``timeout`` seconds."""
@@ -153,14 +163,15 @@ class IcebergLineage:
             return True
         self.closed = True
         self.instrumentation.remove()
-        flushed = self.worker.close(timeout)
-        if not flushed:
-            log.warning(
-                "iceberg_facets: %d lineage events were not delivered within %.1f s of shutdown",
-                self.worker.dropped,
-                timeout or 0.0,
-            )
-        return flushed
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delivered = self.flush(timeout)
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        stopped = self.worker.close(remaining)
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        closed = self.delivery.close(remaining) if stopped else False
+        if not (delivered and closed):
+            log.warning("iceberg_facets: some lineage events were not delivered within %.1f s", timeout or 0.0)
+        return delivered and closed
 
 
 def _now_ms() -> int:
@@ -176,12 +187,14 @@ def active() -> IcebergLineage | None:
     return _active
 
 
-def start(config: LineageConfig, client: OpenLineageClient, job_name: str) -> IcebergLineage:
+def start(
+    config: LineageConfig, client: OpenLineageClient | None, job_name: str, delivery: str = "process"
+) -> IcebergLineage:
     global _active, _atexit_registered
     with _lock:
         if _active is not None:
             return _active
-        _active = IcebergLineage(config, client, job_name)
+        _active = IcebergLineage(config, client, job_name, delivery)
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True
@@ -210,7 +223,7 @@ class LineageRun:
         if not isinstance(job_name, str) or not job_name.strip():
             raise ValueError(f"iceberg_facets.run() needs a job name (a non-empty string), got {job_name!r}")
         self.job_name = job_name
-        self._entered: list[tuple[IcebergLineage, RunScope, contextvars.Token[RunScope | None]]] = []
+        self._entered: list[tuple[IcebergLineage, RunIdentity, contextvars.Token[RunIdentity | None]]] = []
         self._run_id: str | None = None
 
     @property
@@ -226,12 +239,12 @@ class LineageRun:
             enclosing = _current_run.get()
             parent = None
             if enclosing is not None:
-                parent = ParentJob(runtime.config.namespace, enclosing.identity.job_name, enclosing.identity.run_id)
-            scope = RunScope(RunIdentity(new_run_id(_now_ms()), self.job_name, parent))
-            token = _current_run.set(scope)
-            self._entered.append((runtime, scope, token))
-            self._run_id = scope.identity.run_id
-            runtime.start_run(scope)
+                parent = ParentJob(runtime.config.namespace, enclosing.job_name, enclosing.run_id)
+            identity = RunIdentity(new_run_id(_now_ms()), self.job_name, parent)
+            token = _current_run.set(identity)
+            self._entered.append((runtime, identity, token))
+            self._run_id = identity.run_id
+            runtime.start_run(identity)
         except Exception as error:  # noqa: BLE001 - lineage never breaks the user's block
             runtime.errors.report("starting a run", error)
         return self
@@ -239,10 +252,10 @@ class LineageRun:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         if not self._entered:
             return
-        runtime, scope, token = self._entered.pop()
+        runtime, identity, token = self._entered.pop()
         try:
             _current_run.reset(token)
-            runtime.end_run(scope, error)
+            runtime.end_run(identity, error)
         except Exception as failure:  # noqa: BLE001 - lineage never breaks the user's block
             runtime.errors.report("ending a run", failure)
 

@@ -118,10 +118,12 @@ def is_disabled(spark_conf: Mapping[str, str], overrides: Mapping[str, Any] | No
 
 
 def flatten_overrides(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"transport": {"api_key": "x"}}`` -> ``{"transport.apiKey": "x"}``."""
+    """``{"python": {"queue_size": 10}}`` -> ``{"python.queueSize": 10}``. Keys inside ``transport`` are kept
+    as written: they go to openlineage-python, whose own settings are snake_case (``backoff_factor``)."""
     flat: dict[str, Any] = {}
     for key, value in overrides.items():
-        dotted = ".".join(_camel(part) for part in str(key).split("."))
+        inside_transport = prefix.startswith("transport.")
+        dotted = str(key) if inside_transport else ".".join(_camel(part) for part in str(key).split("."))
         full = f"{prefix}{dotted}"
         if isinstance(value, Mapping):
             flat.update(flatten_overrides(value, full + "."))
@@ -255,7 +257,7 @@ def _python_transport(spec: dict[str, Any], where: str) -> dict[str, Any]:
             auth = dict(auth)
             if str(auth.get("type", "")).replace("-", "_").lower() in ("api_key", "apikey"):
                 auth["type"] = "api_key"
-                if not auth.get("apiKey"):
+                if not (auth.get("apiKey") or auth.get("api_key") or auth.get("apikey")):
                     raise ConfigError(f"{where}.auth.apiKey is required when {where}.auth.type=api_key.")
             spec["auth"] = auth
     elif kind == "file":

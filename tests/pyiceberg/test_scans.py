@@ -79,7 +79,7 @@ def test_every_way_of_materializing_a_scan_reports_it_once(by_day: Any, events: 
 
     scan_runs = runs_named(events(), "etl.scan.pycat_db_by_day")
     assert len(scan_runs) == 1, "to_pandas and to_duckdb go through to_arrow: one scan, one run"
-    assert scan_report(scan_runs[0][1])["scanMetrics"]["resultDataFiles"] == 2
+    assert scan_report(scan_runs[0][0])["scanMetrics"]["resultDataFiles"] == 2
 
 
 def test_planning_alone_and_counting_are_not_reads(by_day: Any, events: Any) -> None:

@@ -56,10 +56,13 @@ def test_file_transport_location_and_snake_case_overrides(tmp_path: Path) -> Non
     config = resolve({}, {"transport": {"type": "file", "location": str(tmp_path / "ol.json")}})
     assert config.transport == {"type": "file", "log_file_path": str(tmp_path / "ol.json"), "append": True}
     assert isinstance(config.create_client().transport, FileTransport)
-    assert flatten_overrides({"parent_job_name": "a", "transport": {"api_key": "k"}}) == {
+    assert flatten_overrides({"parent_job_name": "a", "transport": {"retry": {"backoff_factor": 0}}}) == {
         "parentJobName": "a",
-        "transport.apiKey": "k",
-    }
+        "transport.retry.backoff_factor": 0,
+    }, "openlineage-python's own transport settings are passed on as written"
+    retrying = resolve({}, {"transport": {"type": "http", "url": "http://x", "retry": {"backoff_factor": 0}}})
+    assert retrying.transport == {"type": "http", "url": "http://x", "retry": {"backoff_factor": 0}}
+    retrying.create_client()
 
 
 def test_client_configuration_applies_when_spark_confs_name_no_transport(

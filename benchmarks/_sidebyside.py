@@ -1,0 +1,67 @@
+"""Side-by-side measurement: the same job in fresh processes, alternating lineage on and off, with a lineage
+backend on loopback that answers at once and keeps connections alive, as a real one does."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class _Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    received = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        _Sink.received += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def alternate(rounds: int, child_args: Callable[[str, str, str], list[str]]) -> tuple[dict[str, list[float]], int]:
+    """Run ``rounds`` processes per side, alternating on/off (then off/on, so drift hits both alike).
+    ``child_args(mode, backend_url, workdir)`` gives a child's command line after the interpreter; the child
+    prints ``{"seconds": ...}`` as its last line. Returns the times per side and the events received."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    try:
+        for round_index in range(rounds):
+            for mode in ("on", "off") if round_index % 2 == 0 else ("off", "on"):
+                with tempfile.TemporaryDirectory() as workdir:
+                    result = subprocess.run(
+                        [sys.executable, *child_args(mode, url, workdir)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    )
+                seconds = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
+                times[mode].append(seconds)
+                print(f"round {round_index + 1} lineage {mode:>3}: {seconds:7.3f} s", flush=True)
+    finally:
+        server.shutdown()
+    return times, _Sink.received
+
+
+def report(times: dict[str, list[float]], operations: int, unit: str, target: float) -> float:
+    """Print the medians per side and their ratio; returns the ratio."""
+    on, off = statistics.median(times["on"]), statistics.median(times["off"])
+    print()
+    print(f"median job wall time, lineage off: {off:.3f} s ({off / operations * 1000:.1f} ms per {unit})")
+    print(f"median job wall time, lineage on:  {on:.3f} s ({on / operations * 1000:.1f} ms per {unit})")
+    print(f"ratio on/off: {on / off:.3f}   (target <= {target:.2f})")
+    return on / off
