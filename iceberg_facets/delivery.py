@@ -3,7 +3,7 @@ them, in this process or in a helper process of its own.
 
 Building an event and sending it over HTTP take a few milliseconds of Python per commit. In a thread of the
 user's process that time is taken from the job's own threads by the GIL, so by default a helper process
-(``python -m iceberg_facets.delivery``) does it: the user's process only writes each record down a pipe. A
+(``python -m iceberg_facets._helper``) does it: the user's process only writes each record down a pipe. A
 client passed to ``enable()`` is used where it is, from a thread; so is everything if the helper cannot start
 or dies (what it had not sent yet is lost with it, and a warning says so).
 """
@@ -122,7 +122,7 @@ class ProcessDelivery:
         if os.name == "posix":
             options["start_new_session"] = True  # a Ctrl-C meant for the job must not stop delivery
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "iceberg_facets.delivery"],
+            [sys.executable, "-m", "iceberg_facets._helper"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             **options,
@@ -200,7 +200,3 @@ def main() -> None:
         except Exception as error:  # noqa: BLE001 - one bad item must not stop the others
             assembler.errors.report("building an event", error)
     assembler.client.close(timeout=-1)
-
-
-if __name__ == "__main__":
-    main()

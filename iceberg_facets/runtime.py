@@ -84,7 +84,7 @@ class IcebergLineage:
         if client is None and delivery == "process":
             try:
                 return ProcessDelivery(self.settings)
-            except (OSError, ValueError) as error:
+            except (OSError, ValueError, TypeError) as error:  # no interpreter to start, or not allowed to
                 log.warning("iceberg_facets: cannot start the delivery process (%r); delivering from a thread", error)
         return ThreadDelivery(RunAssembler(self.settings, client or self.config.create_client(), self.errors))
 

@@ -17,7 +17,18 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--dir", type=Path, default=Path("lineage-demo"), help="working directory for data and events (replaced)"
     )
+    show = commands.add_parser("events", help="summarize the OpenLineage events in a file (one JSON event per line)")
+    show.add_argument("file", type=Path)
     args = parser.parse_args(argv)
+
+    if args.command == "events":
+        from spark_lineage.demo import summarize
+
+        if not args.file.is_file():
+            print(f"spark-lineage events: no file {args.file}", file=sys.stderr)
+            return 2
+        print(summarize(args.file))
+        return 0
 
     if args.command == "demo":
         from spark_lineage.demo import run_pipeline, summarize

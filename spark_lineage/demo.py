@@ -83,7 +83,7 @@ def summarize(events_file: Path) -> str:
         job_type = event["job"].get("facets", {}).get("jobType", {}).get("jobType")
         if job_type == "APPLICATION" and event["eventType"] != "START":
             lines.insert(2, f"application {event['job']['name']}: run {event['run']['runId']} {event['eventType']}")
-        if job_type != "SQL_JOB" or event["eventType"] not in ("COMPLETE", "FAIL"):
+        if job_type == "APPLICATION" or event["eventType"] not in ("COMPLETE", "FAIL"):
             continue
         lines.append(f"job {event['job']['namespace']}/{event['job']['name']} ({event['eventType']})")
         lines.extend(f"    reads   {_describe(d)}" for d in event["inputs"])
@@ -96,7 +96,19 @@ def _describe(dataset: dict[str, Any]) -> str:
     symlinks = dataset.get("facets", {}).get("symlinks", {}).get("identifiers", [])
     if symlinks:
         text += f"  (table {symlinks[0]['name']})"
+    commit = dataset.get("outputFacets", {}).get("icebergCommitReport")
+    scan = dataset.get("inputFacets", {}).get("icebergScanReport")
     stats = dataset.get("outputFacets", {}).get("outputStatistics")
-    if stats:
+    if commit:
+        metrics = commit.get("commitMetrics", {})
+        text += (
+            f"  [{commit.get('operation') or 'commit'}: +{metrics.get('addedRecords', 0)}"
+            f" -{metrics.get('removedRecords', 0)} rows, {metrics.get('attempts')} attempt(s),"
+            f" {metrics.get('totalDuration')} ms]"
+        )
+    elif stats:
         text += f"  [{stats.get('rowCount')} rows, {stats.get('size')} bytes]"
+    if scan:
+        metrics = scan.get("scanMetrics", {})
+        text += f"  [{metrics.get('resultDataFiles')} data files read, {metrics.get('skippedDataFiles', 0)} skipped]"
     return text
