@@ -325,21 +325,38 @@ def _with_subclasses(cls: type) -> Iterator[type]:
 # --- turning references into records: on the worker thread --------------------------------------------------
 
 
+_NAMING_PROPERTIES = ("type", "uri", "warehouse")
+"""The catalog properties naming needs; the others (credentials among them) never leave the edge."""
+_MAX_CACHED_SCHEMAS = 256
+_spark_schemas: dict[tuple[Any, Any], list[SchemaField]] = {}
+
+
 def table_info(catalog: Any, identifier: Any, metadata: Any) -> TableInfo:
     """A table's identity and description from its catalog, identifier and metadata."""
     names = (identifier,) if isinstance(identifier, str) else tuple(identifier)
     properties = getattr(metadata, "properties", {}) or {}
-    snapshot = metadata.current_snapshot() if metadata is not None else None
+    catalog_properties = getattr(catalog, "properties", {}) or {}
+    snapshot = metadata.current_snapshot()
     return TableInfo(
         catalog_name=str(getattr(catalog, "name", "") or ""),
         catalog_class=type(catalog).__name__ if catalog is not None else "",
-        catalog_properties={str(k): str(v) for k, v in (getattr(catalog, "properties", {}) or {}).items()},
+        catalog_properties={k: str(catalog_properties[k]) for k in _NAMING_PROPERTIES if k in catalog_properties},
         identifier=".".join(str(n) for n in names),
         location=str(metadata.location),
-        schema=spark_schema(metadata.schema()),
+        schema=_cached_spark_schema(metadata),
         file_format=str(properties.get("write.format.default", "parquet")),
         current_snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
     )
+
+
+def _cached_spark_schema(metadata: Any) -> list[SchemaField]:
+    key = (metadata.table_uuid, metadata.current_schema_id)
+    schema = _spark_schemas.get(key)
+    if schema is None:
+        if len(_spark_schemas) >= _MAX_CACHED_SCHEMAS:
+            _spark_schemas.clear()
+        schema = _spark_schemas[key] = spark_schema(metadata.schema())
+    return schema
 
 
 def _table_info_of(table: Any) -> TableInfo:
@@ -354,7 +371,9 @@ def commit_record(capture: CommitCapture) -> CommitRecord:
     added = [] if capture.error is not None else [s for s in after.snapshots if s.snapshot_id not in before_ids]
     added.sort(key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
     first = capture.first_attempt_ns or capture.end_ns
-    attempted = [u.snapshot for u in capture.staged or () if type(u).__name__ == "AddSnapshotUpdate"]
+    attempted = []
+    if capture.error is not None:  # what it tried to add names the job, as its success would have
+        attempted = [u.snapshot for u in capture.staged or () if type(u).__name__ == "AddSnapshotUpdate"]
     schema_changed = (
         capture.error is None
         and not added
