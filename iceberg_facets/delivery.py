@@ -121,10 +121,13 @@ class ProcessDelivery:
         options: dict[str, Any] = {}
         if os.name == "posix":
             options["start_new_session"] = True  # a Ctrl-C meant for the job must not stop delivery
+        # The helper imports what this process imports, even from paths added at run time (notebooks, vendoring).
+        search_path = os.pathsep.join(entry for entry in sys.path if entry)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "iceberg_facets._helper"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": search_path},
             **options,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
