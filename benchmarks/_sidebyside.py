@@ -1,5 +1,8 @@
 """Side-by-side measurement: the same job in fresh processes, alternating lineage on and off, with a lineage
-backend on loopback that answers at once and keeps connections alive, as a real one does."""
+backend on loopback that answers at once and keeps connections alive, as a real one does.
+
+``python benchmarks/_sidebyside.py`` runs that backend alone, printing its port, for a benchmark that wants it
+in a process of its own."""
 
 from __future__ import annotations
 
@@ -34,8 +37,7 @@ def alternate(rounds: int, child_args: Callable[[str, str, str], list[str]]) -> 
     """Run ``rounds`` processes per side, alternating on/off (then off/on, so drift hits both alike).
     ``child_args(mode, backend_url, workdir)`` gives a child's command line after the interpreter; the child
     prints ``{"seconds": ...}`` as its last line. Returns the times per side and the events received."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = start_backend()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     times: dict[str, list[float]] = {"on": [], "off": []}
     try:
@@ -65,3 +67,16 @@ def report(times: dict[str, list[float]], operations: int, unit: str, target: fl
     print(f"median job wall time, lineage on:  {on:.3f} s ({on / operations * 1000:.1f} ms per {unit})")
     print(f"ratio on/off: {on / off:.3f}   (target <= {target:.2f})")
     return on / off
+
+
+def start_backend() -> ThreadingHTTPServer:
+    """The loopback lineage backend, serving from a daemon thread."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+if __name__ == "__main__":
+    backend = start_backend()
+    print(backend.server_address[1], flush=True)
+    threading.Event().wait()

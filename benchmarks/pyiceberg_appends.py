@@ -24,25 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-
-BACKEND = """
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class Sink(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-
-server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"""
+from pathlib import Path
 
 
 def measure(args: argparse.Namespace, url: str) -> dict[str, float]:
@@ -121,7 +103,8 @@ def main() -> None:
     parser.add_argument("--calibrate", action="store_true", help="no lineage work on either side")
     args = parser.parse_args()
 
-    backend = subprocess.Popen([sys.executable, "-c", BACKEND], stdout=subprocess.PIPE, text=True)
+    backend_script = str(Path(__file__).with_name("_sidebyside.py"))
+    backend = subprocess.Popen([sys.executable, backend_script], stdout=subprocess.PIPE, text=True)
     assert backend.stdout is not None
     url = f"http://127.0.0.1:{backend.stdout.readline().strip()}"
     ratios = []

@@ -22,7 +22,7 @@ from typing import Any
 from openlineage.client import OpenLineageClient
 
 from iceberg_facets.runtime import IcebergLineage, LineageRun
-from spark_lineage.config import ConfigError, LineageConfig, resolve_options
+from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
 
 __all__ = ["ConfigError", "IcebergLineageHandle", "LineageRun", "enable", "run"]
 
@@ -111,7 +111,7 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
             f"iceberg_facets.enable() option delivery={delivery!r} is not valid; accepted: process, thread"
         )
     config = resolve_options(options, OPTIONS, "iceberg_facets.enable()")
-    if config.disabled or runtime.disabled_by_environment():
+    if config.disabled or is_disabled({}):
         log.info("iceberg_facets: lineage is disabled by configuration; enable() does nothing")
         return IcebergLineageHandle(None)
     existing = runtime.active()

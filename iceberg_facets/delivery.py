@@ -65,7 +65,7 @@ class RunAssembler:
             identity, epoch_ms, error, stack = item[1:5]
             record = self.blocks.pop(identity.run_id, RunRecord())
             state = RunState.FAIL if error is not None else RunState.COMPLETE
-            self.emit(builder.block_events(state, epoch_ms, identity, record, error, stack))
+            self.emit(builder.block_event(state, epoch_ms, identity, record, error, stack))
         else:
             record, block_run_id = item[1], item[2]
             block = self.blocks.get(block_run_id) if block_run_id is not None else None

@@ -99,7 +99,7 @@ class IcebergEventBuilder:
 
     # --- run blocks ----------------------------------------------------------------------------------------
 
-    def block_events(
+    def block_event(
         self, state: RunState, epoch_ms: int, run: RunIdentity, record: RunRecord, error: str | None, stack: str | None
     ) -> RunEvent:
         """The COMPLETE or FAIL event of a block: every table it scanned and wrote."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextvars
 import logging
-import os
 import pickle
 import sys
 import threading
@@ -258,7 +257,3 @@ class LineageRun:
             runtime.end_run(identity, error)
         except Exception as failure:  # noqa: BLE001 - lineage never breaks the user's block
             runtime.errors.report("ending a run", failure)
-
-
-def disabled_by_environment() -> bool:
-    return os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true"

@@ -127,6 +127,7 @@ def test_a_failing_backend_never_fails_the_commit(catalog: Any) -> None:
         handle.disable()
         failing.close()
     assert len(failing.events) >= 3, "the events were sent; the backend refused them"
+    assert not failing.invalid, failing.invalid
 
 
 def test_disabled_by_option_or_environment_instruments_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
