@@ -5,21 +5,29 @@
     ...
     handle.disable()                               # and off again
 
+Without any code: ``spark-submit --conf spark.openlineage.transport.type=http --conf
+spark.openlineage.transport.url=...`` turns it on for every session of a job (see :mod:`spark_lineage._autoload`),
+and ``%load_ext spark_lineage`` does so in a notebook (see :mod:`spark_lineage.notebook`).
+
 Configuration comes from ``enable()`` keyword overrides, then ``spark.openlineage.*`` confs, then the
 openlineage-python client's own configuration; see :mod:`spark_lineage.config`.
+
+This module imports nothing heavy: the start-up hook imports the package in every interpreter of its
+environment, so the rest loads only when used.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
-
 from spark_lineage._version import __version__
-from spark_lineage.config import ConfigError, LineageConfig
-from spark_lineage.session import LineageHandle
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would cost every interpreter start-up
 if TYPE_CHECKING:
+    from typing import Any
+
     from pyspark.sql import SparkSession
+
+    from spark_lineage.config import ConfigError, LineageConfig, SparkConnectNotSupportedError
+    from spark_lineage.session import LineageHandle
 
 __all__ = [
     "ConfigError",
@@ -28,13 +36,16 @@ __all__ = [
     "SparkConnectNotSupportedError",
     "__version__",
     "enable",
+    "load_ipython_extension",
+    "unload_ipython_extension",
 ]
 
-log = logging.getLogger("spark_lineage")
-
-
-class SparkConnectNotSupportedError(ConfigError):
-    """``enable()`` was given a Spark Connect session, which has no JVM in this process to listen to."""
+_LAZY = {
+    "ConfigError": "spark_lineage.config",
+    "LineageConfig": "spark_lineage.config",
+    "SparkConnectNotSupportedError": "spark_lineage.config",
+    "LineageHandle": "spark_lineage.session",
+}
 
 
 def enable(spark: SparkSession, **overrides: Any) -> LineageHandle:
@@ -43,42 +54,36 @@ def enable(spark: SparkSession, **overrides: Any) -> LineageHandle:
     ``overrides`` take precedence over ``spark.openlineage.*`` confs and use the same keys without the
     prefix, e.g. ``enable(spark, namespace="prod", transport={"type": "http", "url": "http://marquez:5000"})``.
     Calling it again for the same session returns the same handle. With ``spark.openlineage.disabled=true``
-    or ``OPENLINEAGE_DISABLED=true`` it does nothing and returns a disabled handle.
+    or ``OPENLINEAGE_DISABLED=true``, or when openlineage-spark's Java listener is configured too
+    (``spark.extraListeners``), it does nothing and returns a disabled handle.
 
     Raises :class:`ConfigError` for a configuration that cannot work, naming the key and what it accepts, and
     :class:`SparkConnectNotSupportedError` for a Spark Connect session.
     """
-    from spark_lineage import config as config_module
-    from spark_lineage import session as session_module
-    from spark_lineage.jvm import JvmBridge
+    from spark_lineage.activation import enable_session
 
-    _reject_spark_connect(spark)
-    bridge = JvmBridge(spark)
-    existing = session_module.handle_for(bridge.session_key)
-    if existing is not None:
-        return existing
-    session = bridge.session_info()
-    if config_module.is_disabled(session.conf, overrides):
-        log.info("spark_lineage: lineage is disabled by configuration; enable() does nothing")
-        return LineageHandle(None)
-    config = config_module.resolve(session.conf, overrides)
-    if config.unknown_keys:
-        log.debug("spark_lineage: ignoring spark.openlineage keys it does not use: %s", config.unknown_keys)
-    client = config.create_client()
-    runtime = session_module.LineageRuntime(bridge, config, client, session)
-    return session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
+    return enable_session(spark, overrides)
 
 
-def _reject_spark_connect(spark: Any) -> None:
-    if getattr(spark, "_jsparkSession", None) is not None:
-        return
-    module = type(spark).__module__
-    if "connect" in module:
-        raise SparkConnectNotSupportedError(
-            "spark_lineage cannot attach to a Spark Connect session: the client process has no Spark JVM, "
-            "so there is no query listener to register. Enable lineage where the queries run instead: on the "
-            "Spark Connect server, add openlineage-spark (spark.extraListeners="
-            "io.openlineage.spark.agent.OpenLineageSparkListener), or use a classic SparkSession "
-            "(SparkSession.builder without .remote()) with spark_lineage."
-        )
-    raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext spark_lineage``: lineage on for the active SparkSession and the ones created later, and the
+    ``%lineage`` magic."""
+    from spark_lineage.notebook import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext spark_lineage``: lineage off, and new sessions decided by configuration again."""
+    from spark_lineage.notebook import unload
+
+    unload(ipython)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spark_lineage' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -18,10 +18,10 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openlineage.client import OpenLineageClient
-from openlineage.client.transport import get_default_factory
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
 
 CONF_PREFIX = "spark.openlineage."
 DEFAULT_CAPTURED_PROPERTIES = ("spark.master", "spark.app.name")
@@ -31,6 +31,10 @@ _FALSE = ("false", "0", "no", "off")
 
 class ConfigError(ValueError):
     """A configuration value that cannot work. The message names the key and what it accepts."""
+
+
+class SparkConnectNotSupportedError(ConfigError):
+    """``enable()`` was given a Spark Connect session, which has no JVM in this process to listen to."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class LineageConfig:
     queue_size: int = 1000
     shutdown_timeout: float = 10.0
     disabled: bool = False
+    enabled: bool = False
+    """``spark.openlineage.enabled``: turns lineage on from configuration alone; see :func:`auto_activation`."""
     iceberg_metrics_reporter_disabled: bool = False
     unknown_keys: tuple[str, ...] = field(default=())
 
@@ -68,6 +74,9 @@ class LineageConfig:
     def create_client(self) -> OpenLineageClient:
         """An openlineage-python client for this configuration: our transport if layers 1-2 named one, else
         whatever the client resolves from its own configuration, else the console."""
+        from openlineage.client import OpenLineageClient
+        from openlineage.client.transport import get_default_factory
+
         if self.transport is None:
             return OpenLineageClient()
         try:
@@ -115,6 +124,49 @@ def is_disabled(spark_conf: Mapping[str, str], overrides: Mapping[str, Any] | No
     flat = flatten_overrides(overrides or {})
     value = flat.get("disabled", spark_conf.get(CONF_PREFIX + "disabled"))
     return value is not None and _bool("disabled", value)
+
+
+JAVA_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+JAVA_AGENT_REASON = (
+    f"spark.extraListeners loads openlineage-spark ({JAVA_AGENT_LISTENER}), which already reports this "
+    "application; spark_lineage stays off so no event is sent twice"
+)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """Whether a SparkSession that did not call ``enable()`` gets lineage from its configuration, and why."""
+
+    on: bool
+    reason: str
+
+
+def java_agent_configured(spark_conf: Mapping[str, str]) -> bool:
+    """openlineage-spark's listener is loaded by ``spark.extraListeners``: it reports this application already."""
+    listeners = spark_conf.get("spark.extraListeners", "")
+    return JAVA_AGENT_LISTENER in (name.strip() for name in listeners.split(","))
+
+
+def auto_activation(spark_conf: Mapping[str, str]) -> Activation:
+    """The rule for turning lineage on from configuration alone (``spark-submit --conf ...``): on when
+    ``spark.openlineage.enabled=true`` or any ``spark.openlineage.transport.*`` key is set; off when
+    openlineage-spark's Java listener is configured too, so no event is sent twice, when lineage is disabled,
+    or when ``spark.openlineage.enabled=false``."""
+    if java_agent_configured(spark_conf):
+        return Activation(False, JAVA_AGENT_REASON)
+    try:
+        if is_disabled(spark_conf):
+            return Activation(False, f"lineage is disabled ({CONF_PREFIX}disabled=true or OPENLINEAGE_DISABLED=true)")
+        enabled = spark_conf.get(CONF_PREFIX + "enabled")
+        if enabled is not None:
+            on = _bool("enabled", enabled)
+            return Activation(on, f"{CONF_PREFIX}enabled={enabled}")
+    except ConfigError as error:
+        return Activation(False, str(error))
+    transport_keys = sorted(key for key in spark_conf if key.startswith(CONF_PREFIX + "transport."))
+    if transport_keys:
+        return Activation(True, f"{transport_keys[0]} is set")
+    return Activation(False, f"neither {CONF_PREFIX}enabled=true nor any {CONF_PREFIX}transport.* key is set")
 
 
 def flatten_overrides(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -178,6 +230,7 @@ def _parse(flat: dict[str, Any]) -> LineageConfig:
         queue_size=_int_key(flat, known, "python.queueSize", 1000, minimum=1),
         shutdown_timeout=_float_key(flat, known, "python.shutdownTimeoutSeconds", 10.0),
         disabled=_bool_key(flat, known, "disabled", False),
+        enabled=_bool_key(flat, known, "enabled", False),
         iceberg_metrics_reporter_disabled=_bool_key(flat, known, "vendors.iceberg.metricsReporterDisabled", False),
         unknown_keys=tuple(sorted(k for k in flat if k not in known)),
     )
@@ -290,6 +343,8 @@ def _python_transport(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _transport_types() -> list[str]:
+    from openlineage.client.transport import get_default_factory
+
     factory = get_default_factory()
     return sorted(getattr(factory, "transports", {}).keys())
 

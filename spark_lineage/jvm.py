@@ -178,7 +178,7 @@ class JvmBridge:
 
     def session_info(self) -> SessionInfo:
         jsc = self._sc._jsc.sc()
-        conf = self._session_conf()
+        conf = self.session_conf()
         return SessionInfo(
             app_name=str(jsc.appName()),
             app_id=str(jsc.applicationId()),
@@ -193,7 +193,8 @@ class JvmBridge:
             conf=conf,
         )
 
-    def _session_conf(self) -> dict[str, str]:
+    def session_conf(self) -> dict[str, str]:
+        """Every conf the session sees: SparkConf entries and runtime settings."""
         # The session's SQLConf already holds every SparkConf entry plus runtime `spark.conf.set` values,
         # so one mkString brings all of it across.
         joined = self._jsession.sessionState().conf().getAllConfs().mkString(_ITEM_SEP)

@@ -1,0 +1,122 @@
+"""Which SparkSessions get lineage, and turning it on.
+
+Three ways in, one path: :func:`spark_lineage.enable` (the user asks), :func:`session_created` (a session was
+just created, seen by the start-up hook in :mod:`spark_lineage._autoload`; the configuration decides, as
+:func:`spark_lineage.config.auto_activation` says), and the notebook switch ``%lineage on|off``
+(:func:`follow_new_sessions`), which overrides the configuration for sessions created afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from spark_lineage import config as config_module
+from spark_lineage.config import ConfigError, SparkConnectNotSupportedError
+from spark_lineage.jvm import JvmBridge
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_lineage.session import LineageHandle
+
+log = logging.getLogger("spark_lineage")
+
+_decided: dict[str, None] = {}
+"""JVM sessions whose configuration was already looked at, oldest first."""
+_DECIDED_KEPT = 1000
+_follow: bool | None = None
+"""``True``: every new session gets lineage; ``False``: none does; ``None``: the configuration decides."""
+
+
+def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> LineageHandle:
+    """What :func:`spark_lineage.enable` does; see there."""
+    _reject_spark_connect(spark)
+    return _start(JvmBridge(spark), overrides)
+
+
+def session_created(spark: SparkSession) -> None:
+    """A classic SparkSession was just constructed: turn lineage on if the notebook switch or the configuration
+    says so. Never raises: a configuration that cannot work is logged, naming the key to fix.
+
+    PySpark builds new Python wrappers around the same JVM session all the time (``getActiveSession()`` does),
+    so each JVM session is decided once; a wrapper costs one JVM call after that. Deciding costs a few JVM calls
+    and no import beyond this module's, so a session without lineage configured pays nothing more."""
+    if _follow is False:
+        return
+    bridge = JvmBridge(spark)
+    key = bridge.session_key
+    if _follow is None:
+        if key in _decided:
+            return
+        _decided[key] = None
+        while len(_decided) > _DECIDED_KEPT:
+            _decided.pop(next(iter(_decided)))
+        conf = bridge.session_conf()
+        decision = config_module.auto_activation(conf)
+        if not decision.on:
+            java_agent = config_module.java_agent_configured(conf)
+            log.log(logging.WARNING if java_agent else logging.DEBUG, "spark_lineage: off: %s", decision.reason)
+            return
+        log.info("spark_lineage: on: %s", decision.reason)
+    try:
+        _start(bridge, {})
+    except ConfigError as error:
+        log.error("spark_lineage: lineage stays off for this session: %s", error)
+
+
+def follow_new_sessions(on: bool | None) -> None:
+    """Enable lineage on every session created from now on (``True``), on none (``False``), or let the
+    configuration decide again (``None``)."""
+    global _follow
+    _follow = on
+
+
+def _start(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
+    from spark_lineage import session as session_module
+
+    existing = session_module.handle_for(bridge.session_key)
+    if existing is not None:
+        return existing
+    session = bridge.session_info()
+    overrides = {**_notebook_overrides(session.conf), **overrides}
+    if config_module.is_disabled(session.conf, overrides):
+        log.info("spark_lineage: lineage is disabled by configuration; enable() does nothing")
+        return session_module.LineageHandle(None)
+    if config_module.java_agent_configured(session.conf):
+        log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)
+        return session_module.LineageHandle(None)
+    config = config_module.resolve(session.conf, overrides)
+    if config.unknown_keys:
+        log.debug("spark_lineage: ignoring spark.openlineage keys it does not use: %s", config.unknown_keys)
+    client = config.create_client()
+    runtime = session_module.LineageRuntime(bridge, config, client, session)
+    return session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
+
+
+def _notebook_overrides(conf: Mapping[str, str]) -> dict[str, Any]:
+    """In a notebook, its name stands for the application, so jobs of different notebooks stay apart; an
+    explicit ``spark.openlineage.appName`` still wins."""
+    if "IPython" not in sys.modules or config_module.CONF_PREFIX + "appName" in conf:
+        return {}
+    from spark_lineage.notebook import notebook_name
+
+    name = notebook_name()
+    return {"appName": name} if name else {}
+
+
+def _reject_spark_connect(spark: Any) -> None:
+    if getattr(spark, "_jsparkSession", None) is not None:
+        return
+    module = type(spark).__module__
+    if "connect" in module:
+        raise SparkConnectNotSupportedError(
+            "spark_lineage cannot attach to a Spark Connect session: the client process has no Spark JVM, "
+            "so there is no query listener to register. Enable lineage where the queries run instead: on the "
+            "Spark Connect server, add openlineage-spark (spark.extraListeners="
+            "io.openlineage.spark.agent.OpenLineageSparkListener), or use a classic SparkSession "
+            "(SparkSession.builder without .remote()) with spark_lineage."
+        )
+    raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")

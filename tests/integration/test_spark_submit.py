@@ -1,0 +1,169 @@
+"""Lineage from ``spark-submit --conf spark.openlineage.*`` alone, for jobs that never import spark_lineage.
+
+Each case is a real ``spark-submit`` of an unmodified job in its own process, with this package installed in the
+driver's environment (its ``.pth`` start-up hook is what brings lineage in). Events go over HTTP to a receiver in
+this test process, which validates each against the OpenLineage schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import LineageReceiver, app_events, datasets, only_run
+
+pytestmark = pytest.mark.spark
+
+OPENLINEAGE_SPARK_VERSION = "1.53.0"
+JAVA_AGENT = "io.openlineage.spark.agent.OpenLineageSparkListener"
+
+# Neither job imports spark_lineage, and neither calls spark.stop(): the last action's events must still arrive.
+BUILDER_JOB = """
+import json, sys
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
+
+spark = SparkSession.builder.appName("Orders Rollup").getOrCreate()
+orders = spark.read.option("header", True).csv(sys.argv[1])
+orders.groupBy("city").count().write.parquet(sys.argv[2])
+
+@udf("string")
+def hook_state_in_worker(_):
+    import sys
+    from pyspark.sql import SparkSession
+    watching = any(type(f).__name__ == "_SessionModuleWatcher" for f in sys.meta_path)
+    patched = getattr(SparkSession.__init__, "_spark_lineage_patched", False)
+    return json.dumps({"watching": watching, "patched": patched})
+
+worker = json.loads(spark.range(1).select(hook_state_in_worker("id")).first()[0])
+loaded = sorted(m for m in sys.modules if m.startswith(("spark_lineage", "openlineage")))
+print("RESULT " + json.dumps({"worker": worker, "modules": loaded}))
+"""
+
+CONTEXT_JOB = """
+import sys
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
+sc = SparkContext(conf=SparkConf().setAppName("Context Job"))
+spark = SparkSession(sc)
+spark.read.option("header", True).csv(sys.argv[1]).write.parquet(sys.argv[2])
+"""
+
+
+def spark_submit(
+    tmp_path: Path, job: str, confs: dict[str, str], env: dict[str, str] | None = None, packages: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """``spark-submit`` ``job`` over a small CSV directory; returns the process, the input and the output."""
+    import pyspark
+
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(job))
+    orders = tmp_path / "orders"
+    orders.mkdir()
+    (orders / "part-0.csv").write_text("id,city\n1,paris\n2,oslo\n3,paris\n")
+    output = tmp_path / "rollup"
+    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", "local[1]"]
+    for key, value in {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1", **confs}.items():
+        command += ["--conf", f"{key}={value}"]
+    if packages:
+        command += ["--packages", packages]
+    command += [str(script), str(orders), str(output)]
+    clean_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
+    clean_env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env or {}))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=clean_env, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result, orders, output
+
+
+def messages(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """What spark_lineage logged. spark-submit merges the Python driver's stderr into its stdout."""
+    return [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("spark_lineage:")]
+
+
+def job_result(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    parsed: dict[str, Any] = json.loads(line.removeprefix("RESULT "))
+    return parsed
+
+
+def assert_one_write_run(
+    events: list[dict[str, Any]], app_job: str, orders: Path, output: Path, root_node: str
+) -> None:
+    """One application run around one write run; ``root_node`` is the executed plan's root as openlineage-spark
+    names it (an aggregating write runs under ``AdaptiveSparkPlan``)."""
+    start, end = app_events(events)
+    assert (start["eventType"], end["eventType"]) == ("START", "COMPLETE")
+    assert start["job"]["name"] == app_job
+    assert events[-1] is end, "the application run completes last"
+    _, query_end = only_run(events, f"{app_job}.{root_node}.")
+    assert query_end["eventType"] == "COMPLETE"
+    assert query_end["job"]["name"] == f"{app_job}.{root_node}.{output.parent.name}_rollup"
+    assert datasets(query_end, "inputs") == [("file", str(orders))]
+    assert datasets(query_end, "outputs") == [("file", str(output))]
+    assert query_end["run"]["facets"]["parent"]["run"]["runId"] == start["run"]["runId"]
+
+
+def test_http_transport_confs_turn_lineage_on_for_an_unmodified_job(tmp_path: Path, receiver: LineageReceiver) -> None:
+    confs = {"spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": receiver.url}
+    result, orders, output = spark_submit(tmp_path, BUILDER_JOB, confs)
+
+    assert_one_write_run(receiver.events, "orders_rollup", orders, output, "adaptive_spark_plan")
+    outcome = job_result(result)
+    assert outcome["worker"] == {"watching": False, "patched": False}, "the hook must stay out of Python workers"
+    assert "spark_lineage.session" in outcome["modules"]
+
+
+def test_enabled_flag_takes_the_transport_from_the_client_configuration(
+    tmp_path: Path, receiver: LineageReceiver
+) -> None:
+    _, orders, output = spark_submit(
+        tmp_path, CONTEXT_JOB, {"spark.openlineage.enabled": "true"}, env={"OPENLINEAGE_URL": receiver.url}
+    )
+
+    write = "execute_insert_into_hadoop_fs_relation_command"
+    assert_one_write_run(receiver.events, "context_job", orders, output, write)
+
+
+def test_without_lineage_configuration_nothing_is_sent_or_loaded(tmp_path: Path, receiver: LineageReceiver) -> None:
+    # The client's own configuration alone does not turn lineage on: only spark.openlineage.* confs do.
+    result, _, output = spark_submit(tmp_path, BUILDER_JOB, {}, env={"OPENLINEAGE_URL": receiver.url})
+
+    assert output.is_dir()
+    assert receiver.events == []
+    modules = job_result(result)["modules"]
+    assert not [m for m in modules if m.startswith("openlineage") or m == "spark_lineage.session"], modules
+    assert messages(result) == []
+
+
+def test_openlineage_spark_java_listener_configured_too_keeps_us_off(tmp_path: Path) -> None:
+    import pyspark
+
+    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
+    events_file = tmp_path / "events.jsonl"
+    confs = {
+        "spark.extraListeners": JAVA_AGENT,
+        "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(events_file),
+    }
+    result, _, _ = spark_submit(
+        tmp_path, BUILDER_JOB, confs, packages=f"io.openlineage:openlineage-spark_{scala}:{OPENLINEAGE_SPARK_VERSION}"
+    )
+
+    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
+    producers = {event["producer"] for event in events}
+    assert events, "openlineage-spark wrote no events: the guard test would prove nothing"
+    assert all("OpenLineage/OpenLineage" in producer for producer in producers), producers
+    ours = messages(result)
+    assert ours == [
+        f"spark_lineage: off: spark.extraListeners loads openlineage-spark ({JAVA_AGENT}), which "
+        "already reports this application; spark_lineage stays off so no event is sent twice"
+    ], ours
+    assert "spark_lineage.session" not in job_result(result)["modules"]
