@@ -18,7 +18,9 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -219,6 +221,8 @@ class LineageRuntime:
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage):
             return
         for event in self.events.query_events(query, lineage):
+            if event.eventType in (RunState.COMPLETE, RunState.FAIL):
+                _recent_runs.append(RunSummary.of(event))
             self.delivery_worker.submit(event)
 
     def _keep_iceberg_report(self, pending: PendingReport) -> None:
@@ -276,6 +280,51 @@ class _Deadline:
     def millis(self) -> int:
         remaining = self.seconds()
         return 3_600_000 if remaining is None else int(remaining * 1000)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one finished query run read and wrote, for people looking at a session (``%lineage``)."""
+
+    job_name: str
+    state: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, event: RunEvent) -> RunSummary:
+        return cls(
+            job_name=event.job.name,
+            state=event.eventType.value if event.eventType else "",
+            inputs=tuple(dataset_label(d.namespace, d.name) for d in event.inputs or ()),
+            outputs=tuple(dataset_label(d.namespace, d.name) for d in event.outputs or ()),
+        )
+
+
+def dataset_label(namespace: str, name: str) -> str:
+    """A dataset as people read it: local paths as they are, anything else with its namespace."""
+    return name if namespace == "file" else f"{namespace}/{name}"
+
+
+_recent_runs: deque[RunSummary] = deque(maxlen=1000)
+
+
+def recent_runs() -> list[RunSummary]:
+    """The query runs of this process that finished most recently, oldest first (at most 1000)."""
+    return list(_recent_runs)
+
+
+def flush_all(timeout: float) -> None:
+    """Deliver what every enabled session has queued, within ``timeout`` seconds overall."""
+    deadline = _Deadline(timeout)
+    for runtime in _live_runtimes():
+        runtime.flush(deadline.seconds())
+
+
+def disable_all() -> None:
+    """Turn lineage off for every session of this process."""
+    for runtime in _live_runtimes():
+        runtime.shutdown(RunState.COMPLETE)
 
 
 # --- process-wide registry and exit hooks --------------------------------------------------------------------

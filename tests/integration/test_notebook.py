@@ -1,0 +1,124 @@
+"""``%load_ext spark_lineage`` and ``%lineage`` in a real IPython kernel, driven the way Jupyter drives it.
+
+The kernel runs in its own process with ``JPY_SESSION_NAME`` set as Jupyter server sets it, and gets its
+transport from ``OPENLINEAGE_URL`` (the client's own configuration): only the extension turns lineage on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import LineageReceiver, app_events, datasets, query_events
+
+pytestmark = pytest.mark.spark
+
+WRITE = "execute_insert_into_hadoop_fs_relation_command"
+
+
+class Kernel:
+    """One IPython kernel and a client that runs cells and collects what they display."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        from jupyter_client.manager import KernelManager
+
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(env=env)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=120)
+
+    def run(self, code: str) -> dict[str, Any]:
+        """Runs one cell; returns its ``execute_result`` data, printed text and error, failing on an error."""
+        msg_id = self.client.execute(code)
+        result: dict[str, Any] = {"data": {}, "stdout": "", "stderr": "", "error": None}
+        while True:
+            message = self.client.get_iopub_msg(timeout=300)
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "execute_result":
+                result["data"] = content["data"]
+            elif kind == "stream":
+                result[content["name"]] += content["text"]
+            elif kind == "error":
+                result["error"] = "\n".join(content["traceback"])
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        assert result["error"] is None, f"cell failed:\n{code}\n{result['error']}"
+        return result
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture()
+def kernel(receiver: LineageReceiver, tmp_path: Path) -> Iterator[Kernel]:
+    pytest.importorskip("ipykernel")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
+    env.update(
+        OPENLINEAGE_URL=receiver.url,
+        JPY_SESSION_NAME=str(tmp_path / "Sales Report.ipynb"),
+        PYSPARK_PYTHON=sys.executable,
+    )
+    started = Kernel(env)
+    yield started
+    started.close()
+
+
+def write_cell(name: str, tmp_path: Path) -> str:
+    # A given schema and no header spare the read of the first line, which would be a run of its own.
+    orders, output = str(tmp_path / "orders"), str(tmp_path / name)
+    return f"spark.read.schema('id INT, city STRING').csv({orders!r}).write.parquet({output!r})"
+
+
+def test_magics_switch_lineage_and_show_the_runs(kernel: Kernel, receiver: LineageReceiver, tmp_path: Path) -> None:
+    orders = tmp_path / "orders"
+    orders.mkdir()
+    (orders / "part-0.csv").write_text("1,paris\n2,oslo\n")
+
+    kernel.run("%load_ext spark_lineage")  # before any session: lineage goes on for the next one created
+    kernel.run(
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').appName('pyspark-shell')"
+        ".config('spark.ui.enabled', 'false').getOrCreate()"
+    )
+    kernel.run(write_cell("first", tmp_path))
+    shown = kernel.run("%lineage")["data"]
+    kernel.run("%lineage off")
+    kernel.run(write_cell("while_off", tmp_path))
+    kernel.run("%lineage on")
+    kernel.run(write_cell("second", tmp_path))
+    kernel.run("%unload_ext spark_lineage")
+    kernel.run(write_cell("unloaded", tmp_path))
+    kernel.run("%load_ext spark_lineage")  # a session is active now: lineage goes on for it
+    kernel.run(write_cell("third", tmp_path))
+    final = kernel.run("%lineage")["data"]
+
+    job = f"sales_report.{WRITE}.{tmp_path.name}_"
+    finished = [e for e in query_events(receiver.events) if e["eventType"] == "COMPLETE"]
+    assert [e["job"]["name"] for e in finished] == [job + "first", job + "second", job + "third"]
+    for event, name in zip(finished, ("first", "second", "third")):
+        assert datasets(event, "inputs") == [("file", str(orders))]
+        assert datasets(event, "outputs") == [("file", str(tmp_path / name))]
+    # three application runs: on, off, on again, off, on again (the last ends with the kernel)
+    assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE", "START", "COMPLETE", "START"]
+    assert {e["job"]["name"] for e in app_events(receiver.events)} == {"sales_report"}
+
+    assert shown["text/plain"] == f"{orders} -> [{job}first] -> {tmp_path / 'first'}"
+    assert final["text/plain"].splitlines() == [
+        f"{orders} -> [{job}{name}] -> {tmp_path / name}" for name in ("first", "second", "third")
+    ]
+    svg = final["image/svg+xml"]
+    assert svg.startswith("<svg")
+    assert svg.count('class="job"') == 3
+    assert svg.count('class="dataset"') == 4  # the input, read three times, is one node
+    for name in ("first", "second", "third"):
+        assert f'data-from="{job}{name}" data-to="{tmp_path / name}"' in svg
+        assert f'data-from="{orders}" data-to="{job}{name}"' in svg
