@@ -19,7 +19,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     show = commands.add_parser("events", help="summarize the OpenLineage events in a file (one JSON event per line)")
     show.add_argument("file", type=Path)
+    doctor = commands.add_parser(
+        "doctor",
+        help="explain whether spark-submit jobs here get lineage by themselves, and check that the backend answers",
+    )
+    doctor.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark conf, as given to spark-submit (repeatable)",
+    )
+    doctor.add_argument("--no-backend-check", action="store_true", help="do not contact the configured backend")
     args = parser.parse_args(argv)
+
+    if args.command == "doctor":
+        from spark_lineage import doctor as doctor_module
+
+        bad = [item for item in args.conf if "=" not in item]
+        if bad:
+            parser.error(f"--conf expects KEY=VALUE, got {bad[0]!r}")
+        confs = doctor_module.parse_conf_args(arg for item in args.conf for arg in ("--conf", item))
+        return doctor_module.main(confs, check_backend=not args.no_backend_check)
 
     if args.command == "events":
         from spark_lineage.demo import summarize
