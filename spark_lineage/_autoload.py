@@ -1,16 +1,18 @@
-"""Run at interpreter start-up by ``spark_lineage.pth``: lineage from configuration alone.
+"""Lineage from configuration alone: how a job that never imports spark_lineage gets it.
 
-A ``spark-submit`` job never imports this package, so the package has to come to the job: the ``.pth`` file
-installed next to it in site-packages imports this module in every interpreter of that environment. That is
-why this module imports nothing beyond ``sys`` and ``os`` and does almost nothing: it puts a finder on
-``sys.meta_path`` that waits for ``pyspark.sql.session`` to be imported, wraps ``SparkSession.__init__``
-once it is, and steps out of the import system. Every classic SparkSession, whether from
-``SparkSession.builder...getOrCreate()`` or ``SparkSession(sc)``, is then shown to
-:func:`spark_lineage.activation.session_created`, which decides from the session's configuration whether
-lineage goes on. Nothing heavier than this file is imported until a SparkSession exists.
+A ``spark-submit`` job never imports this package, so the package has to come to the job. The one line in
+``spark_lineage.pth``, which pip puts in site-packages next to the package, runs at the start of every
+interpreter of that environment. To cost those interpreters nothing measurable it imports nothing: it only
+puts a tiny finder (``SparkLineageStartupHook``) on ``sys.meta_path`` that answers "not mine" to every import
+but ``pyspark.sql.session``, and it stays out of Spark's Python workers (``PYTHON_WORKER_FACTORY_SECRET``) and
+of environments that set ``SPARK_LINEAGE_AUTOLOAD=0``. When PySpark's session module is imported, that finder
+calls :func:`find_spec` here, which steps out of the import system, lets the real loader run, and wraps
+``SparkSession.__init__``. Every classic SparkSession, whether from ``SparkSession.builder...getOrCreate()``
+or ``SparkSession(sc)``, is then shown to :func:`spark_lineage.activation.session_created`, which decides from
+the session's configuration whether lineage goes on.
 
-Executor Python workers (which import pyspark too) are recognised by the secret Spark gives them and left
-alone, as is any interpreter started with ``SPARK_LINEAGE_AUTOLOAD=0``.
+:func:`install` does the same from inside a running interpreter (``%load_ext spark_lineage``).
+This module itself imports only ``sys`` and ``os``, so importing PySpark pays nearly nothing for it either.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ OPT_OUT_ENV = "SPARK_LINEAGE_AUTOLOAD"
 _PATCHED = "_spark_lineage_patched"
 
 
+HOOK_NAMES = ("SparkLineageStartupHook", "_SessionModuleWatcher")
+"""The finders that wait for the session module: the .pth file's, and :func:`install`'s."""
+
+
 def install(force: bool = False) -> bool:
     """Arrange for every SparkSession created from now on to be shown to the activation logic. Idempotent.
     Returns False where it must not run: in a Spark worker, or with ``SPARK_LINEAGE_AUTOLOAD=0`` unless
@@ -40,28 +46,32 @@ def install(force: bool = False) -> bool:
     module = sys.modules.get(SESSION_MODULE)
     if module is not None:
         _patch_session_class(module)
-    elif not any(isinstance(finder, _SessionModuleWatcher) for finder in sys.meta_path):
+    elif not any(type(finder).__name__ in HOOK_NAMES for finder in sys.meta_path):
         sys.meta_path.insert(0, _SessionModuleWatcher())
     return True
 
 
-class _SessionModuleWatcher:
-    """A meta-path finder that only notices the import of ``pyspark.sql.session`` and hands the real
-    loading to the finders after it."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != SESSION_MODULE:
-            return None
-        try:  # noqa: SIM105 - contextlib is not imported at start-up; this module must not import it
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
+def find_spec(fullname: str) -> Any:
+    """The spec of ``pyspark.sql.session`` from the finders after ours, with a loader that wraps
+    ``SparkSession.__init__`` once the module has run. Our finders leave ``sys.meta_path`` first. On any
+    trouble it answers None, and the import goes on as if we were not there."""
+    try:
+        sys.meta_path[:] = [finder for finder in sys.meta_path if type(finder).__name__ not in HOOK_NAMES]
         import importlib.util
 
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
             spec.loader = _PatchingLoader(spec.loader)  # type: ignore[assignment]
         return spec
+    except Exception:  # noqa: BLE001 - PySpark must import whatever happens here
+        return None
+
+
+class _SessionModuleWatcher:
+    """:func:`install`'s finder: notices only the import of ``pyspark.sql.session``."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        return find_spec(fullname) if fullname == SESSION_MODULE else None
 
 
 class _PatchingLoader:
@@ -113,9 +123,3 @@ def _session_created(session: Any) -> None:
         import logging
 
         logging.getLogger("spark_lineage").warning("spark_lineage: could not turn lineage on", exc_info=True)
-
-
-try:  # noqa: SIM105 - as above
-    install()
-except Exception:  # noqa: BLE001 - a broken hook must not break every interpreter start
-    pass

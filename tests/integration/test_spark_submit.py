@@ -38,7 +38,7 @@ orders.groupBy("city").count().write.parquet(sys.argv[2])
 def hook_state_in_worker(_):
     import sys
     from pyspark.sql import SparkSession
-    watching = any(type(f).__name__ == "_SessionModuleWatcher" for f in sys.meta_path)
+    watching = any(type(f).__name__ == "SparkLineageStartupHook" for f in sys.meta_path)
     patched = getattr(SparkSession.__init__, "_spark_lineage_patched", False)
     return json.dumps({"watching": watching, "patched": patched})
 

@@ -45,12 +45,14 @@ def test_openlineage_disabled_env_wins(monkeypatch: pytest.MonkeyPatch) -> None:
 HOOK_STATE = """
 import json, sys
 before = [type(f).__name__ for f in sys.meta_path]
+loaded_before = sorted(m for m in sys.modules if m.startswith("spark_lineage"))
 import pyspark.sql.session as session
 patched = getattr(session.SparkSession.__init__, "_spark_lineage_patched", False)
 after = [type(f).__name__ for f in sys.meta_path]
 print(json.dumps({
-    "watching_before": "_SessionModuleWatcher" in before,
-    "watching_after": "_SessionModuleWatcher" in after,
+    "watching_before": "SparkLineageStartupHook" in before,
+    "watching_after": "SparkLineageStartupHook" in after,
+    "loaded_before": loaded_before,
     "patched": patched,
     "loader_restored": type(session.__loader__).__name__ != "_PatchingLoader",
     "modules": sorted(m for m in sys.modules if m.startswith("spark_lineage")),
@@ -73,6 +75,7 @@ def test_start_up_hook_patches_spark_session_once_pyspark_is_imported() -> None:
     assert state == {
         "watching_before": True,
         "watching_after": False,
+        "loaded_before": [],
         "patched": True,
         "loader_restored": True,
         "modules": ["spark_lineage", "spark_lineage._autoload", "spark_lineage._version"],
