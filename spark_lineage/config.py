@@ -328,11 +328,16 @@ def _python_transport(spec: dict[str, Any], where: str) -> dict[str, Any]:
             raise ConfigError(f"{where}.topicName is required for the kafka transport.")
     elif kind == "composite":
         transports = spec.get("transports")
-        if not isinstance(transports, Mapping) or not transports:
+        if isinstance(transports, (list, tuple)) and transports:  # openlineage-python's own spelling
+            spec["transports"] = [
+                _python_transport(dict(sub), f"{where}.transports[{index}]") for index, sub in enumerate(transports)
+            ]
+        elif isinstance(transports, Mapping) and transports:
+            spec["transports"] = {
+                name: _python_transport(dict(sub), f"{where}.transports.{name}") for name, sub in transports.items()
+            }
+        else:
             raise ConfigError(f"{where}.transports.<name>.type is required for the composite transport.")
-        spec["transports"] = {
-            name: _python_transport(dict(sub), f"{where}.transports.{name}") for name, sub in transports.items()
-        }
         for java_key, py_key in (
             ("continueOnFailure", "continue_on_failure"),
             ("continueOnSuccess", "continue_on_success"),

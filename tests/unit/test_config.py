@@ -163,3 +163,18 @@ def test_composite_transport() -> None:
             "b": {"type": "file", "log_file_path": "/tmp/x.json", "append": True},
         },
     }
+
+
+def test_composite_transport_as_a_list_as_openlineage_python_spells_it(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    config = resolve(
+        {},
+        {"transport": {"type": "composite", "transports": [{"type": "console"}, {"type": "file", "location": events}]}},
+    )
+    assert config.transport == {
+        "type": "composite",
+        "transports": [{"type": "console"}, {"type": "file", "log_file_path": str(events), "append": True}],
+    }
+    assert type(config.create_client().transport).__name__ == "CompositeTransport"
+    with pytest.raises(ConfigError, match=r"transport\.transports\[1\]\.location is required"):
+        resolve({}, {"transport": {"type": "composite", "transports": [{"type": "console"}, {"type": "file"}]}})
