@@ -79,6 +79,12 @@ def _start(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
 
     existing = session_module.handle_for(bridge.session_key)
     if existing is not None:
+        if overrides:
+            log.warning(
+                "spark_lineage: lineage is already on for this session (by configuration, or an earlier enable()); "
+                "the settings given now are not applied: %s. disable() first to apply them.",
+                ", ".join(sorted(overrides)),
+            )
         return existing
     session = bridge.session_info()
     overrides = {**_notebook_overrides(session.conf), **overrides}

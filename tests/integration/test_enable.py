@@ -21,11 +21,19 @@ def _jvm_listener_count(spark: Any) -> int:
 
 
 def test_enable_twice_returns_the_same_handle_and_disable_really_unregisters(
-    spark: Any, receiver: LineageReceiver, data_dir: Path
+    spark: Any, receiver: LineageReceiver, data_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     baseline = _jvm_listener_count(spark)
     handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
     assert spark_lineage.enable(spark) is handle
+
+    def ours() -> list[Any]:
+        return [record for record in caplog.records if record.name == "spark_lineage"]
+
+    assert ours() == []
+    assert spark_lineage.enable(spark, namespace="other", appName="x") is handle
+    (warning,) = ours()
+    assert "the settings given now are not applied: appName, namespace" in warning.getMessage()
     assert _jvm_listener_count(spark) == baseline + 1
     listener = handle._runtime.listener
     spark.range(2).write.parquet(str(data_dir / "while_on"))
