@@ -90,7 +90,7 @@ def test_append_is_a_run_with_the_commit_report_and_the_table_identity(
 
     (output,) = complete["outputs"]
     assert (output["namespace"], output["name"]) == ("file", location_name(table))
-    assert output["name"] == f"{tmp_path}/warehouse/db/events" or output["name"].endswith("/db.db/events")
+    assert output["name"] == f"{tmp_path}/warehouse/db/events"  # the same layout on pyiceberg 0.10, 0.11 and 0.12
     facets = output["facets"]
     assert facets["symlinks"]["identifiers"] == [
         {"namespace": f"jdbc:sqlite:{tmp_path}/catalog.db", "name": "db.events", "type": "TABLE"}
