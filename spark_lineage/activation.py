@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ log = logging.getLogger("spark_lineage")
 _decided: dict[str, None] = {}
 """JVM sessions whose configuration was already looked at, oldest first."""
 _DECIDED_KEPT = 1000
+_starting = threading.RLock()
 _follow: bool | None = None
 """``True``: every new session gets lineage; ``False``: none does; ``None``: the configuration decides."""
 
@@ -75,6 +77,12 @@ def follow_new_sessions(on: bool | None) -> None:
 
 
 def _start(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
+    # Two threads creating or enabling the same session at once must not both register a listener.
+    with _starting:
+        return _start_once(bridge, overrides)
+
+
+def _start_once(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
     from spark_lineage import session as session_module
 
     existing = session_module.handle_for(bridge.session_key)
