@@ -49,8 +49,9 @@ def session_created(spark: SparkSession) -> None:
     if _follow is False:
         return
     bridge = JvmBridge(spark)
-    key = bridge.session_key
+    conf = None
     if _follow is None:
+        key = bridge.session_key
         if key in _decided:
             return
         _decided[key] = None
@@ -64,7 +65,7 @@ def session_created(spark: SparkSession) -> None:
             return
         log.info("spark_lineage: on: %s", decision.reason)
     try:
-        _start(bridge, {})
+        _start(bridge, {}, conf)
     except ConfigError as error:
         log.error("spark_lineage: lineage stays off for this session: %s", error)
 
@@ -76,13 +77,14 @@ def follow_new_sessions(on: bool | None) -> None:
     _follow = on
 
 
-def _start(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
+def _start(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None = None) -> LineageHandle:
+    """``conf``: the session's confs, when the caller has just read them."""
     # Two threads creating or enabling the same session at once must not both register a listener.
     with _starting:
-        return _start_once(bridge, overrides)
+        return _start_once(bridge, overrides, conf)
 
 
-def _start_once(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
+def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None) -> LineageHandle:
     from spark_lineage import session as session_module
 
     existing = session_module.handle_for(bridge.session_key)
@@ -94,7 +96,7 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any]) -> LineageHandle:
                 ", ".join(sorted(overrides)),
             )
         return existing
-    session = bridge.session_info()
+    session = bridge.session_info(conf)
     overrides = {**_notebook_overrides(session.conf), **overrides}
     if config_module.is_disabled(session.conf, overrides):
         log.info("spark_lineage: lineage is disabled by configuration; enable() does nothing")

@@ -19,6 +19,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage.plan import (
@@ -168,17 +169,19 @@ class JvmBridge:
 
     # --- session -------------------------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def session_key(self) -> str:
-        """Identifies the JVM session (not the Python wrapper), so one session gets one handle."""
+        """Identifies the JVM session (not the Python wrapper), so one session gets one handle. Asked once: it
+        never changes."""
         try:
             return str(self._jsession.sessionUUID())
         except Exception:  # noqa: BLE001 - older or unusual sessions: fall back to the JVM object identity
             return f"session-{self._jsession.hashCode()}"
 
-    def session_info(self) -> SessionInfo:
+    def session_info(self, conf: dict[str, str] | None = None) -> SessionInfo:
+        """The session's identity and confs; ``conf`` when the caller has just read them."""
         jsc = self._sc._jsc.sc()
-        conf = self.session_conf()
+        conf = self.session_conf() if conf is None else conf
         return SessionInfo(
             app_name=str(jsc.appName()),
             app_id=str(jsc.applicationId()),

@@ -134,16 +134,12 @@ _CHARS = 46  # what fits in a node at the font size used
 _LOOP_ROOM = 30  # above the nodes, for edges that go back to an earlier column
 
 
-def _node(kind: str, label: str) -> tuple[str, str]:
-    return (kind, label)
-
-
 def _edges(runs: Iterable[RunSummary]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     edges = []
     for run in runs:
-        job = _node("job", run.job_name)
-        edges += [(_node("dataset", name), job) for name in run.inputs]
-        edges += [(job, _node("dataset", name)) for name in run.outputs]
+        job = ("job", run.job_name)
+        edges += [(("dataset", name), job) for name in run.inputs]
+        edges += [(job, ("dataset", name)) for name in run.outputs]
     return list(dict.fromkeys(edges))
 
 
@@ -153,9 +149,9 @@ def _layout(runs: Sequence[RunSummary]) -> dict[tuple[str, str], tuple[int, int]
     order things happened."""
     nodes: dict[tuple[str, str], None] = {}
     for run in runs:
-        nodes.update(dict.fromkeys(_node("dataset", name) for name in run.inputs))
-        nodes[_node("job", run.job_name)] = None
-        nodes.update(dict.fromkeys(_node("dataset", name) for name in run.outputs))
+        nodes.update(dict.fromkeys(("dataset", name) for name in run.inputs))
+        nodes[("job", run.job_name)] = None
+        nodes.update(dict.fromkeys(("dataset", name) for name in run.outputs))
     children: dict[tuple[str, str], list[tuple[str, str]]] = {node: [] for node in nodes}
     for source, target in _edges(runs):
         children[source].append(target)
@@ -175,20 +171,23 @@ def _layout(runs: Sequence[RunSummary]) -> dict[tuple[str, str], tuple[int, int]
     for node in nodes:
         if node not in state:
             walk(node)
+    parents: dict[tuple[str, str], list[tuple[str, str]]] = {node: [] for node in nodes}
+    for source, targets in children.items():
+        for target in targets:
+            if (source, target) not in closing:
+                parents[target].append(source)
     column: dict[tuple[str, str], int] = {}
 
     def depth(node: tuple[str, str]) -> int:
         if node not in column:
-            parents = [p for p in nodes if node in children[p] and (p, node) not in closing]
-            column[node] = max((depth(p) + 1 for p in parents), default=0)
+            column[node] = max((depth(p) + 1 for p in parents[node]), default=0)
         return column[node]
 
     for node in nodes:
         depth(node)
     for node in nodes:  # a source sits just before its first reader, so its edge stays short
         readers = [column[child] for child in children[node] if (node, child) not in closing]
-        has_parents = any(node in children[p] for p in nodes)
-        if readers and not has_parents:
+        if readers and not parents[node]:
             column[node] = min(readers) - 1
     rows: dict[int, int] = {}
     placed = {}
@@ -204,7 +203,7 @@ def _svg(placed: dict[tuple[str, str], tuple[int, int]], runs: Sequence[RunSumma
         col, row = placed[node]
         return (_MARGIN + col * (_NODE_WIDTH + _COLUMN_GAP), _LOOP_ROOM + row * (_NODE_HEIGHT + _ROW_GAP))
 
-    failed = {_node("job", run.job_name) for run in runs if run.state != "COMPLETE"}
+    failed = {("job", run.job_name) for run in runs if run.state != "COMPLETE"}
     width = _MARGIN * 2 + (max(c for c, _ in placed.values()) + 1) * (_NODE_WIDTH + _COLUMN_GAP) - _COLUMN_GAP
     height = _MARGIN + _LOOP_ROOM + (max(r for _, r in placed.values()) + 1) * (_NODE_HEIGHT + _ROW_GAP) - _ROW_GAP
     parts = [
