@@ -5,9 +5,12 @@ Pure Python: it reads :mod:`spark_lineage.plan` records and dispatches each node
 
 from __future__ import annotations
 
+from spark_lineage.columns import attach_column_lineage
+from spark_lineage.config import ColumnLineageConfig
 from spark_lineage.handlers import handler_for
+from spark_lineage.handlers.registry import plan_inputs, probed
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, QueryLineage
-from spark_lineage.plan import CapturedNode, CapturedPlan, CapturedQuery
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode
 
 # Roots of plans openlineage-spark does not report: read-only actions (collect, count, show) and
 # session bookkeeping. Kept identical to the reference's SparkNodesFilter and CreateViewFilter.
@@ -58,44 +61,38 @@ def wants_write_metrics(root_class: str) -> bool:
     return handler is not None and handler.reports_write_metrics
 
 
-def analyze(query: CapturedQuery, ctx: AnalysisContext) -> QueryLineage:
-    """The datasets a query read and wrote, and why any of them might be missing."""
+def analyze(query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageConfig | None = None) -> QueryLineage:
+    """The datasets a query read and wrote, and why any of them might be missing; with ``columns``, each
+    output's column lineage too."""
     result = QueryLineage(errors=list(query.capture_errors))
     ctx.errors = result.errors
-    ctx.inputs_of = plan_inputs
-    plan = query.plan
-    if plan is None:
+    ctx.datasets_read = {}
+    tree = query.tree
+    if tree is None:
         return result
-    root = plan.root
-    handler = handler_for(root.simple_name)
+    handler = handler_for(tree.simple_name)
+    root = probed(tree)
+    inputs: list[DatasetLineage] = []
+    written = handler.written_plan(root) if handler is not None else None
     if handler is not None:
         result.outputs = _dedupe(handler.outputs(root, ctx))
         result.job_suffix = handler.job_suffix(root, ctx)
-    elif not plan.leaves:  # a single-node plan (a command) nothing can read
-        result.errors.append(f"no handler for plan node {root.class_name}: its inputs and outputs are not reported")
+        inputs = handler.inputs(root, ctx)
+        ctx.datasets_read[id(tree)] = inputs
+        if written is not None:
+            inputs = inputs + plan_inputs(written, ctx)
+    elif not tree.children:  # a single-node plan (a command) nothing can read
+        result.errors.append(f"no handler for plan node {tree.class_name}: its inputs and outputs are not reported")
         return result
     elif query.func_name in _WRITING_ACTIONS:
-        result.errors.append(f"no handler for plan node {root.class_name}: its outputs are not reported")
-    result.inputs = _dedupe(plan_inputs(plan, ctx))
-    result.errors.extend(_probe_errors(plan))
+        result.errors.append(f"no handler for plan node {tree.class_name}: its outputs are not reported")
+    if tree.children:
+        inputs = inputs + plan_inputs(tree, ctx)
+    result.inputs = _dedupe(inputs)
+    result.errors.extend(_probe_errors(tree))
+    if columns is not None and result.outputs:
+        attach_column_lineage(tree, written, result.outputs, ctx, columns)
     return result
-
-
-def plan_inputs(plan: CapturedPlan, ctx: AnalysisContext) -> list[DatasetLineage]:
-    """The datasets a (possibly nested) plan reads: what its root reads itself, plus each leaf's."""
-    found: list[DatasetLineage] = []
-    root_handler = handler_for(plan.root.simple_name)
-    if root_handler is not None:
-        found.extend(root_handler.inputs(plan.root, ctx))
-    elif not plan.leaves:
-        ctx.errors.append(f"no handler for plan node {plan.root.class_name}: its inputs are not reported")
-    for leaf in plan.leaves:
-        handler = handler_for(leaf.simple_name)
-        if handler is None:
-            ctx.errors.append(f"no handler for plan node {leaf.class_name}: its inputs are not reported")
-            continue
-        found.extend(handler.inputs(leaf, ctx))
-    return found
 
 
 def is_empty(lineage: QueryLineage) -> bool:
@@ -114,20 +111,24 @@ def _dedupe(datasets: list[DatasetLineage]) -> list[DatasetLineage]:
     return list(by_identity.values())
 
 
-def _probe_errors(plan: CapturedPlan) -> list[str]:
+def _probe_errors(tree: CatalystNode) -> list[str]:
+    """Probes that failed anywhere in the plan, nested captures and nested plans included."""
     errors: list[str] = []
+    seen: set[int] = set()
+
+    def visit_plan(plan: CatalystNode) -> None:
+        for node in plan.plan_nodes():
+            if node.probed is not None and id(node.probed) not in seen:
+                visit(node.probed)
 
     def visit(node: CapturedNode) -> None:
+        seen.add(id(node))
         errors.extend(f"{node.simple_name}.{name}: {message}" for name, message in node.errors.items())
         for value in node.props.values():
             if isinstance(value, CapturedNode):
                 visit(value)
-            elif isinstance(value, CapturedPlan):
-                visit(value.root)
-                for leaf in value.leaves:
-                    visit(leaf)
+            elif isinstance(value, CatalystNode):
+                visit_plan(value)
 
-    visit(plan.root)
-    for leaf in plan.leaves:
-        visit(leaf)
+    visit_plan(tree)
     return errors

@@ -47,6 +47,24 @@ class ParentJob:
 
 
 @dataclass(frozen=True)
+class ColumnLineageConfig:
+    """Column lineage settings: openlineage-spark's ``columnLineage.*`` keys, and this library's budget."""
+
+    dataset_lineage: bool = True
+    """``columnLineage.datasetLineageEnabled``: joins, filters, grouping and sorting go into the facet's
+    ``dataset`` list (true), or into every field's input fields (false)."""
+    descriptions: bool = False
+    """``columnLineage.descriptionsEnabled``: accepted; descriptions are not produced (they stay empty)."""
+    schema_size_limit: int = 1000
+    """``columnLineage.schemaSizeLimit``: outputs with more columns get no column lineage."""
+    max_plan_chars: int = 2_000_000
+    """``python.columnLineage.maxPlanChars``: a plan larger than this (as the py4j edge writes it) is read as
+    its shape only; its datasets are reported without column lineage."""
+    budget_millis: float = 1000.0
+    """``python.columnLineage.budgetMillis``: analysis time a query's column lineage may take."""
+
+
+@dataclass(frozen=True)
 class LineageConfig:
     """Resolved, validated settings for one ``enable()``."""
 
@@ -66,6 +84,8 @@ class LineageConfig:
     enabled: bool = False
     """``spark.openlineage.enabled``: turns lineage on from configuration alone; see :func:`auto_activation`."""
     iceberg_metrics_reporter_disabled: bool = False
+    column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
+    """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     unknown_keys: tuple[str, ...] = field(default=())
 
     def facet_enabled(self, name: str) -> bool:
@@ -217,13 +237,23 @@ def _parse(flat: dict[str, Any]) -> LineageConfig:
             if _bool(key, value):
                 disabled_facets.add(match.group(1))
 
+    frozen_disabled = frozenset(f.strip() for f in disabled_facets if f.strip())
+    column_lineage: ColumnLineageConfig | None = ColumnLineageConfig(
+        dataset_lineage=_bool_key(flat, known, "columnLineage.datasetLineageEnabled", True),
+        descriptions=_bool_key(flat, known, "columnLineage.descriptionsEnabled", False),
+        schema_size_limit=_int_key(flat, known, "columnLineage.schemaSizeLimit", 1000, minimum=0),
+        max_plan_chars=_int_key(flat, known, "python.columnLineage.maxPlanChars", 2_000_000, minimum=1),
+        budget_millis=_float_key(flat, known, "python.columnLineage.budgetMillis", 1000.0),
+    )
+    if "columnLineage" in frozen_disabled:
+        column_lineage = None
     config = LineageConfig(
         namespace=str(namespace),
         app_name=_opt_str(take("appName")),
         parent=parent,
         root_parent=root_parent,
         transport=transport,
-        disabled_facets=frozenset(f.strip() for f in disabled_facets if f.strip()),
+        disabled_facets=frozen_disabled,
         captured_properties=captured_properties,
         append_dataset_name=_bool_key(flat, known, "jobName.appendDatasetName", True),
         filter_read_only_actions=_bool_key(flat, known, "python.filterReadOnlyActions", True),
@@ -232,6 +262,7 @@ def _parse(flat: dict[str, Any]) -> LineageConfig:
         disabled=_bool_key(flat, known, "disabled", False),
         enabled=_bool_key(flat, known, "enabled", False),
         iceberg_metrics_reporter_disabled=_bool_key(flat, known, "vendors.iceberg.metricsReporterDisabled", False),
+        column_lineage=column_lineage,
         unknown_keys=tuple(sorted(k for k in flat if k not in known)),
     )
     return config

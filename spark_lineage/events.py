@@ -9,6 +9,7 @@ from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
+    column_lineage_dataset,
     datasource_dataset,
     error_message_run,
     extraction_error_run,
@@ -27,7 +28,14 @@ from spark_lineage import naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.facets import PRODUCER, SparkApplicationDetailsRunFacet, SparkPropertiesRunFacet
-from spark_lineage.lineage import DatasetLineage, OutputStatistics, QueryLineage, SchemaField
+from spark_lineage.lineage import (
+    ColumnLineage,
+    ColumnSource,
+    DatasetLineage,
+    OutputStatistics,
+    QueryLineage,
+    SchemaField,
+)
 from spark_lineage.plan import CapturedQuery, SessionInfo
 
 
@@ -70,7 +78,7 @@ class EventBuilder:
 
     def query_job_name(self, query: CapturedQuery, lineage: QueryLineage) -> str:
         """``<app>.<physical root node>[.<output suffix>]``, as openlineage-spark names SQL jobs."""
-        node = query.executed_node or (query.plan.root.simple_name if query.plan else query.func_name)
+        node = query.executed_node or (query.tree.simple_name if query.tree else query.func_name)
         name = f"{self.app_job_name}.{naming.normalize_job_name(node)}"
         if self.config.append_dataset_name and lineage.job_suffix:
             name += "." + lineage.job_suffix.replace(".", "_")
@@ -235,8 +243,39 @@ def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> d
             previousIdentifier=previous,
             producer=PRODUCER,
         )
+    if dataset.column_lineage is not None:
+        facets["columnLineage"] = column_lineage_facet(dataset.column_lineage)
     facets.update(dataset.extra_facets)
     return only_enabled(facets, enabled)
+
+
+def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+    """``columnLineage``: per output column, its input columns and how each is used; dataset-wide ones apart."""
+
+    def input_fields(sources: list[ColumnSource]) -> list[column_lineage_dataset.InputField]:
+        return [
+            column_lineage_dataset.InputField(
+                namespace=source.column.dataset.namespace,
+                name=source.column.dataset.name,
+                field=source.column.field,
+                transformations=[
+                    column_lineage_dataset.Transformation(
+                        type=t.type, subtype=t.subtype, description=t.description, masking=t.masking
+                    )
+                    for t in source.transformations
+                ],
+            )
+            for source in sources
+        ]
+
+    return column_lineage_dataset.ColumnLineageDatasetFacet(
+        fields={
+            name: column_lineage_dataset.Fields(inputFields=input_fields(sources))
+            for name, sources in lineage.fields.items()
+        },
+        dataset=input_fields(lineage.dataset) or None,
+        producer=PRODUCER,
+    )
 
 
 def input_dataset(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> InputDataset:

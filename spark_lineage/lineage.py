@@ -6,12 +6,11 @@ classes, so they stay easy to assert on in tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from spark_lineage.naming import DatasetIdentifier, TableName
-from spark_lineage.plan import CapturedPlan, SessionInfo
+from spark_lineage.plan import SessionInfo
 
 
 @dataclass(frozen=True)
@@ -28,6 +27,43 @@ class OutputStatistics:
     rows: int | None = None
     bytes: int | None = None
     files: int | None = None
+
+
+@dataclass(frozen=True, order=True)
+class InputColumn:
+    """A column of an input dataset, as column lineage names it."""
+
+    dataset: DatasetIdentifier
+    field: str
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """How an output column (or the whole output dataset) depends on an input column: ``DIRECT`` (the value
+    is computed from it: ``IDENTITY``, ``TRANSFORMATION``, ``AGGREGATION``) or ``INDIRECT`` (it decides which
+    rows or values there are: ``JOIN``, ``FILTER``, ``GROUP_BY``, ``SORT``, ``WINDOW``, ``CONDITIONAL``)."""
+
+    type: str
+    subtype: str
+    masking: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ColumnSource:
+    """One input column an output column (or the dataset) depends on, and every way it does."""
+
+    column: InputColumn
+    transformations: tuple[Transformation, ...]
+
+
+@dataclass
+class ColumnLineage:
+    """Column-level lineage of one output dataset: per output column, the input columns it comes from; and
+    the input columns the whole dataset depends on (joins, filters, grouping, sorting)."""
+
+    fields: dict[str, list[ColumnSource]] = field(default_factory=dict)
+    dataset: list[ColumnSource] = field(default_factory=list)
 
 
 @dataclass
@@ -48,6 +84,8 @@ class DatasetLineage:
     statistics: OutputStatistics | None = None
     """Rows, bytes and files written, when the dataset itself says (an Iceberg commit report); otherwise the
     query's SQL metrics are used."""
+    column_lineage: ColumnLineage | None = None
+    """For an output: which input columns each of its columns comes from."""
 
     def merge(self, other: DatasetLineage) -> None:
         """Fold a second sighting of the same dataset into this one, keeping what each knew."""
@@ -61,6 +99,7 @@ class DatasetLineage:
         self.input_facets = {**other.input_facets, **self.input_facets}
         self.output_facets = {**other.output_facets, **self.output_facets}
         self.statistics = self.statistics or other.statistics
+        self.column_lineage = self.column_lineage or other.column_lineage
 
 
 @dataclass
@@ -81,9 +120,11 @@ class AnalysisContext:
     session: SessionInfo
     table_locations: dict[str, str] = field(default_factory=dict)
     """``db.table`` -> location, learned from earlier queries, for tables that are gone when we look (DROP)."""
-    inputs_of: Callable[[CapturedPlan, AnalysisContext], list[DatasetLineage]] = field(default=lambda plan, ctx: [])
-    """Analyzes a nested plan (a cached relation's plan, a CTAS query) into its input datasets."""
     errors: list[str] = field(default_factory=list)
+    """Why some of the current query's lineage may be missing."""
+    datasets_read: dict[int, list[DatasetLineage]] = field(default_factory=dict)
+    """What each leaf of the current query's plan reads, by ``id()`` of its tree node: column lineage names
+    input columns after these datasets."""
     iceberg_commits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Iceberg commit reports by table name, waiting for the query that made them."""
     iceberg_scans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

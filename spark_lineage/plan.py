@@ -7,11 +7,11 @@ plan fixtures for the unit tests are recorded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
-ProbeKind = Literal["value", "strings", "map", "metrics", "node", "plan", "table", "v2table"]
+ProbeKind = Literal["value", "strings", "map", "metrics", "node", "table", "v2table", "tree", "cached_plan"]
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,23 @@ class Probe:
 
     - ``value``: a primitive as is, anything else through ``toString()``;
     - ``strings``: a Scala collection, joined JVM-side with ``mkString``;
-    - ``map``: a Scala map of strings, joined JVM-side with ``mkString``;
+    - ``map``: a Scala map of strings, joined JVM-side with ``mkString``; with ``keys``, only those entries
+      (matched without regard to case) are kept, so that options such as passwords never reach a record;
     - ``metrics``: a Scala map of ``SQLMetric``, read as ``{name: value}``;
     - ``node``: an object captured with the probes its own class's handler declares;
-    - ``plan``: a logical plan captured like a query's plan (root and leaves);
     - ``table``: a ``TableIdentifier`` (or a table name string) looked up in the session catalog;
-    - ``v2table``: a ``ResolvedIdentifier`` whose table is loaded from its V2 catalog.
+    - ``v2table``: a ``ResolvedIdentifier`` whose table is loaded from its V2 catalog;
+    - ``tree``: a plan that is not part of the query's own tree, read like it (:class:`CatalystNode`);
+    - ``cached_plan``: the logical plan a cached relation (``InMemoryRelation``) holds, as a ``tree``.
+
+    Plans inside the query's tree (a command's query, a subquery) need no probe: handlers find them in the
+    tree, with their own nodes already probed.
     """
 
     path: tuple[str, ...]
     kind: ProbeKind = "value"
+    keys: frozenset[str] | None = None
+    """For ``map`` probes: the keys to keep, in lower case (matched without regard to case, kept as written)."""
 
 
 def probe(path: str, kind: ProbeKind = "value") -> Probe:
@@ -51,6 +58,8 @@ class CapturedNode:
     props: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     """Probes that failed, by name, with the JVM's message: analysis reports them, capture goes on."""
+    tree: CatalystNode | None = field(default=None, repr=False, compare=False)
+    """The plan node these values were probed from, when it is one: handlers read its fields and nested plans."""
 
     @property
     def simple_name(self) -> str:
@@ -59,6 +68,19 @@ class CapturedNode:
     def get(self, name: str, default: Any = None) -> Any:
         value = self.props.get(name)
         return default if value is None else value
+
+    def plan_field(self, name: str) -> CatalystNode | None:
+        """The plan held by the field ``name`` of this node's tree node (a command's ``query``, a write's
+        ``table``)."""
+        if self.tree is None:
+            return None
+        value = self.tree.fields.get(name)
+        return value if isinstance(value, CatalystNode) and value.is_plan else None
+
+    def probed_field(self, name: str) -> CapturedNode | None:
+        """What was probed of the plan held by the field ``name`` (a write's target relation)."""
+        plan = self.plan_field(name)
+        return plan.probed if plan is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -78,23 +100,170 @@ class CapturedNode:
         )
 
 
-@dataclass
-class CapturedPlan:
-    """A logical plan: its root and its leaves. Inner nodes are not captured: no handler needs them, and
-    skipping them keeps JVM round trips proportional to the datasets a query touches, not to its size."""
+@dataclass(frozen=True)
+class Opaque:
+    """A value in a Catalyst tree that is neither a tree node nor a plain value: only its class is read (its
+    contents may be large or secret: a relation, a table, options). ``count`` is set when it stands for a
+    sequence of ``count`` such values."""
 
-    root: CapturedNode
-    leaves: list[CapturedNode] = field(default_factory=list)
+    class_name: str
+    count: int | None = None
+
+
+SKIPPED_EXPRESSION = Opaque("$expression")
+"""Stands for an expression when only a plan's shape was read (a plan too large to read whole)."""
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A column in a plan node's output: its expression id, which is how columns are followed, and name."""
+
+    expr_id: int
+    name: str
+
+
+TreeValue = Union["CatalystNode", Opaque, str, int, float, bool, None, tuple[Any, ...], list[Any]]
+"""What a Catalyst node's field holds: nodes, sequences (``list``), Scala tuples (``tuple``), plain values."""
+
+
+@dataclass(eq=False)
+class CatalystNode:
+    """A node of a Catalyst tree (a logical or physical plan node, or an expression) as plain data.
+
+    ``fields`` are the node's constructor parameters by name, in order (the first parameter list, as Scala's
+    ``productIterator`` gives them); sub-expressions and plans a node holds are in its fields. A plan node
+    also lists its ``children`` (which are among its fields) and its ``output`` columns. ``expr_id`` is a
+    named expression's id (attributes and aliases). ``probed`` holds what the handler of the node's class
+    asked the JVM about it beyond the tree (paths, tables).
+
+    Nodes compare by identity: two equal subtrees at different places in a plan are different nodes.
+    """
+
+    class_name: str
+    fields: Mapping[str, TreeValue] = field(default_factory=dict)
+    expr_id: int | None = None
+    is_plan: bool = False
+    output: tuple[Attribute, ...] = ()
+    children: tuple[CatalystNode, ...] = ()
+    probed: CapturedNode | None = None
+    index: int | None = field(default=None, repr=False)
+    """The node's position among the plan nodes of the read that produced it (to ask the JVM about it)."""
+    identity: str | None = field(default=None, repr=False)
+
+    @property
+    def simple_name(self) -> str:
+        return simple_class_name(self.class_name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self.fields.get(name)
+        return default if value is None else value
+
+    def nodes(self, name: str) -> list[CatalystNode]:
+        """The nodes a field holds: itself if it is a node, the nodes of a sequence or tuple, else none."""
+        return [value for value in _flatten(self.fields.get(name)) if isinstance(value, CatalystNode)]
+
+    def node(self, name: str) -> CatalystNode | None:
+        value = self.fields.get(name)
+        return value if isinstance(value, CatalystNode) else None
+
+    def sub_nodes(self) -> list[CatalystNode]:
+        """The nodes directly held by this node's fields (children included, nested ones not)."""
+        return [value for value in _flatten(list(self.fields.values())) if isinstance(value, CatalystNode)]
+
+    def walk(self) -> Iterator[CatalystNode]:
+        """This node and every node below it (through fields, so expressions and nested plans too), in
+        pre-order."""
+        stack: list[CatalystNode] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.sub_nodes()))
+
+    def plan_nodes(self) -> Iterator[CatalystNode]:
+        """Every plan node in this tree (nested plans such as subqueries and command queries too)."""
+        return (node for node in self.walk() if node.is_plan)
+
+    def leaves(self) -> list[CatalystNode]:
+        """The plan's leaves in Spark's ``collectLeaves`` order: plan nodes without children, following
+        children only."""
+        if not self.children:
+            return [self]
+        return [leaf for child in self.children for leaf in child.leaves()]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root.to_dict(), "leaves": [leaf.to_dict() for leaf in self.leaves]}
+        out: dict[str, Any] = {"class": self.class_name}
+        if self.expr_id is not None:
+            out["exprId"] = self.expr_id
+        if self.is_plan:
+            out["output"] = [[a.expr_id, a.name] for a in self.output]
+            out["children"] = [_child_position(self, child) for child in self.children]
+        out["fields"] = {name: _tree_to_json(value) for name, value in self.fields.items()}
+        if self.probed is not None:
+            out["probed"] = self.probed.to_dict()
+        return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CapturedPlan:
-        return cls(
-            root=CapturedNode.from_dict(data["root"]),
-            leaves=[CapturedNode.from_dict(leaf) for leaf in data.get("leaves", [])],
+    def from_dict(cls, data: Mapping[str, Any]) -> CatalystNode:
+        fields = {name: _tree_from_json(value) for name, value in data.get("fields", {}).items()}
+        node = cls(
+            class_name=data["class"],
+            fields=fields,
+            expr_id=data.get("exprId"),
+            is_plan="output" in data,
+            output=tuple(Attribute(int(i), str(n)) for i, n in data.get("output", [])),
+            probed=CapturedNode.from_dict(data["probed"]) if data.get("probed") else None,
         )
+        if node.probed is not None:
+            node.probed.tree = node
+        plans = [
+            value for value in _flatten(list(fields.values())) if isinstance(value, CatalystNode) and value.is_plan
+        ]
+        node.children = tuple(plans[position] for position in data.get("children", []))
+        return node
+
+
+def _child_position(node: CatalystNode, child: CatalystNode) -> int:
+    plans = [
+        value for value in _flatten(list(node.fields.values())) if isinstance(value, CatalystNode) and value.is_plan
+    ]
+    return next(index for index, plan in enumerate(plans) if plan is child)
+
+
+def _flatten(value: Any) -> Iterator[Any]:
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flatten(item)
+    else:
+        yield value
+
+
+def _tree_to_json(value: Any) -> Any:
+    if isinstance(value, CatalystNode):
+        return value.to_dict()
+    if isinstance(value, Opaque):
+        return (
+            {"$opaque": value.class_name, "count": value.count}
+            if value.count is not None
+            else {"$opaque": value.class_name}
+        )
+    if isinstance(value, tuple):
+        return {"$tuple": [_tree_to_json(item) for item in value]}
+    if isinstance(value, list):
+        return [_tree_to_json(item) for item in value]
+    return value
+
+
+def _tree_from_json(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_tree_from_json(item) for item in value]
+    if isinstance(value, dict):
+        if "class" in value:
+            return CatalystNode.from_dict(value)
+        if "$opaque" in value:
+            return Opaque(value["$opaque"], value.get("count"))
+        if "$tuple" in value:
+            return tuple(_tree_from_json(item) for item in value["$tuple"])
+    return value
 
 
 @dataclass
@@ -104,7 +273,9 @@ class CapturedQuery:
     func_name: str
     start_ms: int
     end_ms: int
-    plan: CapturedPlan | None
+    tree: CatalystNode | None
+    """The optimized logical plan, whole (its expressions only when column lineage wants them), with what
+    handlers probed of its nodes; ``None`` when no plan could be read."""
     executed_node: str | None = None
     """``nodeName`` of the physical plan's root, which names the job the way openlineage-spark does."""
     metrics: dict[str, int] = field(default_factory=dict)
@@ -123,7 +294,7 @@ class CapturedQuery:
             "funcName": self.func_name,
             "startMs": self.start_ms,
             "endMs": self.end_ms,
-            "plan": self.plan.to_dict() if self.plan else None,
+            "tree": self.tree.to_dict() if self.tree else None,
             "executedNode": self.executed_node,
             "metrics": dict(self.metrics),
             "sql": self.sql,
@@ -134,12 +305,11 @@ class CapturedQuery:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CapturedQuery:
-        plan = data.get("plan")
         return cls(
             func_name=data["funcName"],
             start_ms=data["startMs"],
             end_ms=data["endMs"],
-            plan=CapturedPlan.from_dict(plan) if plan else None,
+            tree=CatalystNode.from_dict(data["tree"]) if data.get("tree") else None,
             executed_node=data.get("executedNode"),
             metrics=dict(data.get("metrics", {})),
             sql=data.get("sql"),
@@ -156,7 +326,7 @@ def simple_class_name(class_name: str) -> str:
 
 
 def _to_json(value: Any) -> Any:
-    if isinstance(value, (CapturedNode, CapturedPlan)):
+    if isinstance(value, (CapturedNode, CatalystNode)):
         return {"$" + type(value).__name__: value.to_dict()}
     return value
 
@@ -166,8 +336,8 @@ def _from_json(value: Any) -> Any:
         ((key, inner),) = value.items()
         if key == "$CapturedNode":
             return CapturedNode.from_dict(inner)
-        if key == "$CapturedPlan":
-            return CapturedPlan.from_dict(inner)
+        if key == "$CatalystNode":
+            return CatalystNode.from_dict(inner)
     return value
 
 

@@ -30,7 +30,14 @@ from openlineage.client.event_v2 import RunEvent, RunState
 from spark_lineage import analysis, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder, new_run_id
-from spark_lineage.jvm import IcebergMetricsReporter, JvmBridge, PendingQuery, PendingReport, QueryListener
+from spark_lineage.jvm import (
+    CaptureRules,
+    IcebergMetricsReporter,
+    JvmBridge,
+    PendingQuery,
+    PendingReport,
+    QueryListener,
+)
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import CapturedQuery, SessionInfo
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -111,6 +118,16 @@ class LineageRuntime:
             "spark_lineage-delivery", self._deliver, config.queue_size * 2, self.errors
         )
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
+        columns = config.column_lineage
+        self._capture_rules = CaptureRules(
+            probes_for=handlers.probes_for,
+            is_reported=lambda root, func: analysis.is_reported(
+                root, func, filter_read_only=config.filter_read_only_actions
+            ),
+            wants_metrics=analysis.wants_write_metrics,
+            expressions=columns is not None,
+            max_plan_chars=columns.max_plan_chars if columns is not None else 0,
+        )
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -191,21 +208,14 @@ class LineageRuntime:
             self._keep_iceberg_report(pending)
             return
         try:
-            query = self.bridge.capture(
-                pending,
-                handlers.probes_for,
-                lambda root, func: analysis.is_reported(
-                    root, func, filter_read_only=self.config.filter_read_only_actions
-                ),
-                analysis.wants_write_metrics,
-            )
+            query = self.bridge.capture(pending, self._capture_rules)
         except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
             self.errors.report("capturing a query", exc)
             query = CapturedQuery(
                 func_name=pending.func_name,
                 start_ms=pending.end_ms,
                 end_ms=pending.end_ms,
-                plan=None,
+                tree=None,
                 capture_errors=[f"capture failed: {exc}"],
             )
         finally:
@@ -214,7 +224,7 @@ class LineageRuntime:
             return
         self._record(query)
         try:
-            lineage = analysis.analyze(query, self.context)
+            lineage = analysis.analyze(query, self.context, self.config.column_lineage)
         except Exception as exc:  # noqa: BLE001
             self.errors.report("analyzing a query", exc)
             lineage = QueryLineage(errors=[f"analysis failed: {exc!r}"])

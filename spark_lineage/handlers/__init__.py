@@ -4,20 +4,25 @@
 - ``writes``: commands that write files and session-catalog tables.
 - ``ddl``: CREATE, DROP, TRUNCATE, RENAME and ALTER on session-catalog tables.
 - ``iceberg``: DataSource V2 reads, writes and DDL on Iceberg tables.
+- ``datasources``: saves through a data source provider (``SaveIntoDataSourceCommand``), one small piece per
+  provider.
+- ``jdbc``: databases read (``JDBCRelation``) and written over JDBC.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import ddl, iceberg, relations, writes
+from spark_lineage.handlers import datasources, ddl, iceberg, jdbc, relations, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register
 
 __all__ = [
     "NodeHandler",
+    "datasources",
     "ddl",
     "handler_for",
     "iceberg",
+    "jdbc",
     "probes_for",
     "register",
     "relations",

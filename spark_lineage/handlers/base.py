@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from spark_lineage import naming
-from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
-from spark_lineage.plan import CapturedNode, Probe
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, SchemaField
+from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
 
 class NodeHandler:
@@ -35,13 +35,18 @@ class NodeHandler:
         """The last part of the job name, as openlineage-spark derives it from this root node."""
         return None
 
+    def written_plan(self, node: CapturedNode) -> CatalystNode | None:
+        """For a command that writes the result of a plan it does not hold as a child (CTAS, a data source
+        save), that plan: what it reads are the command's inputs, and column lineage follows the written
+        columns from there. ``None`` (the default): the node's children are what it writes."""
+        return None
 
-def nested_inputs(node: CapturedNode | None, ctx: AnalysisContext) -> list[DatasetLineage]:
-    """What a captured object nested in a node reads, by its own class's handler (a scan's relation, say)."""
-    from spark_lineage.handlers.registry import handler_for
-
-    handler = handler_for(node.simple_name) if node is not None else None
-    return handler.inputs(node, ctx) if handler is not None and node is not None else []
+    def column_sources(
+        self, node: CapturedNode, datasets: list[DatasetLineage]
+    ) -> Mapping[str, list[InputColumn]] | None:
+        """For a leaf that reads ``datasets``, which input columns each of its output columns (by name) comes
+        from. ``None`` (the default): each column is the same-named column of every dataset the leaf reads."""
+        return None
 
 
 def schema_fields(schema_json: str | None) -> list[SchemaField] | None:
@@ -71,7 +76,8 @@ def _field(name: str, spark_type: Any) -> SchemaField:
 
 
 CATALOG_TABLE_PROBES: Mapping[str, Probe] = {
-    "info": Probe(("toLinkedHashMap",), "map"),
+    # A table's storage properties may hold credentials (a JDBC table's password): only what naming needs.
+    "info": Probe(("toLinkedHashMap",), "map", keys=frozenset({"database", "table", "location"})),
     "schema": Probe(("schema", "json")),
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
+from spark_lineage.handlers.iceberg import iceberg_dataset
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.naming import DatasetIdentifier
@@ -62,8 +63,6 @@ class DropTableHandler(TableCommandHandler):
     lifecycle = "DROP"
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        from spark_lineage.handlers.iceberg import iceberg_dataset
-
         catalog, identifier = node.get("catalog", SESSION_CATALOG), node.get("identifier")
         is_iceberg = naming.IcebergCatalog.from_spark_conf(catalog, dict(ctx.session.conf)) is not None
         if is_iceberg and (catalog != SESSION_CATALOG or f"{catalog}.{identifier}" in ctx.table_locations):

@@ -8,7 +8,8 @@ output statistics.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from iceberg_facets.dataset import (
     attach_commit_report,
@@ -18,10 +19,10 @@ from iceberg_facets.dataset import (
     set_version,
 )
 from spark_lineage import naming
-from spark_lineage.handlers.base import NodeHandler, nested_inputs, schema_fields
-from spark_lineage.handlers.registry import register
+from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.registry import nested_inputs, register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
-from spark_lineage.plan import CapturedNode, Probe
+from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
 
 @register
@@ -71,20 +72,20 @@ class DataSourceV2ScanRelationHandler(NodeHandler):
     """A planned V2 scan: the relation it scans."""
 
     class_names = ("DataSourceV2ScanRelation",)
-    probes = {"relation": Probe(("relation",), "node")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        return nested_inputs(node.get("relation"), ctx)
+        return nested_inputs(node.probed_field("relation"), ctx)
 
 
 class V2WriteHandler(NodeHandler):
-    """A write to the V2 table named by the ``relation`` probe."""
+    """A write to the V2 table its ``target_field`` holds (a ``DataSourceV2Relation``, probed as a plan node)."""
 
     lifecycle: str | None = None
-    probes = {"relation": Probe(("table",), "node")}
+    target_field = "table"
+    probes: ClassVar[Mapping[str, Probe]] = {}
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        relation = node.get("relation")
+        relation = node.probed_field(self.target_field)
         if relation is None:
             ctx.errors.append(f"the table {node.simple_name} writes could not be read: its output is not reported")
             return []
@@ -92,7 +93,7 @@ class V2WriteHandler(NodeHandler):
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
-        relation: CapturedNode | None = node.get("relation")
+        relation = node.probed_field(self.target_field)
         return _qualified_name(relation) if relation else None
 
 
@@ -116,7 +117,7 @@ class RowLevelWriteHandler(V2WriteHandler):
     """``MERGE INTO``, ``UPDATE`` and ``DELETE``, copy-on-write (ReplaceData) or merge-on-read (WriteDelta)."""
 
     class_names = ("ReplaceData", "WriteDelta")
-    probes = {"relation": Probe(("originalTable",), "node")}
+    target_field = "originalTable"
 
 
 class V2TableCommandHandler(NodeHandler):
@@ -153,11 +154,9 @@ class CreateV2TableAsSelectHandler(V2TableCommandHandler):
     """CTAS into a V2 catalog: the data write runs as a nested append, reported as a query of its own."""
 
     class_names: tuple[str, ...] = ("CreateTableAsSelect",)
-    probes = {**V2TableCommandHandler.probes, "query": Probe(("query",), "plan")}
 
-    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        query = node.get("query")
-        return ctx.inputs_of(query, ctx) if query is not None else []
+    def written_plan(self, node: CapturedNode) -> CatalystNode | None:
+        return node.plan_field("query")
 
 
 @register

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from spark_lineage import naming
 from spark_lineage.handlers.base import (
     CATALOG_TABLE_PROBES,
     NodeHandler,
-    nested_inputs,
     schema_fields,
     table_dataset,
 )
-from spark_lineage.handlers.registry import register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage
+from spark_lineage.handlers.registry import handler_for, nested_inputs, plan_inputs, register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn
 from spark_lineage.plan import CapturedNode, Probe
 
 # A root path whose last segment carries a file extension is a file; the reference reports its directory
@@ -23,59 +23,73 @@ _FILE_NAME = re.compile(r"/[^/]+\.[A-Za-z0-9]{1,10}$")
 
 @register
 class LogicalRelationHandler(NodeHandler):
-    """A V1 data source scan: a file source (``HadoopFsRelation``), possibly backing a catalog table."""
+    """A V1 data source scan: its catalog table if it has one, else what its relation reads (files for a
+    ``HadoopFsRelation``, tables for a ``JDBCRelation``: each relation class has a handler of its own)."""
 
     class_names = ("LogicalRelation",)
     probes = {
         "relation": Probe(("relation",), "node"),
         "catalogTable": Probe(("catalogTable", "?"), "node"),
-        "schema": Probe(("schema", "json")),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        return file_source_inputs(node.get("relation"), node.get("catalogTable"), node.get("schema"), ctx)
+        return scan_inputs(node.get("relation"), node.get("catalogTable"), ctx)
+
+    def column_sources(
+        self, node: CapturedNode, datasets: list[DatasetLineage]
+    ) -> Mapping[str, list[InputColumn]] | None:
+        relation: CapturedNode | None = node.get("relation")
+        handler = handler_for(relation.simple_name) if relation is not None and not node.get("catalogTable") else None
+        return handler.column_sources(relation, datasets) if handler is not None and relation is not None else None
 
 
 @register
 class FileSourceScanExecHandler(NodeHandler):
-    """A physical file scan: met inside a cached relation's plan, which Spark keeps only in physical form."""
+    """A physical file scan: met inside a cached relation's physical plan."""
 
     class_names = ("FileSourceScanExec",)
     probes = {
         "relation": Probe(("relation",), "node"),
         "table": Probe(("tableIdentifier", "?"), "table"),
-        "schema": Probe(("schema", "json")),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        return file_source_inputs(node.get("relation"), node.get("table"), node.get("schema"), ctx)
+        return scan_inputs(node.get("relation"), node.get("table"), ctx)
 
 
-def file_source_inputs(
-    relation: CapturedNode | None, table: CapturedNode | None, schema_json: str | None, ctx: AnalysisContext
+def scan_inputs(
+    relation: CapturedNode | None, table: CapturedNode | None, ctx: AnalysisContext
 ) -> list[DatasetLineage]:
-    """What a V1 scan reads: its catalog table if it has one, else the directories of its root paths."""
+    """What a V1 scan reads: its catalog table if it has one, else what its relation's handler finds."""
     if table is not None:
-        dataset = table_dataset(table, ctx, schema_json=schema_json)
+        dataset = table_dataset(table, ctx)
         return [dataset] if dataset else []
-    if relation is None or relation.simple_name != "HadoopFsRelation":
+    handler = handler_for(relation.simple_name) if relation is not None else None
+    if handler is None or relation is None:
         kind = relation.simple_name if relation else "unknown"
         ctx.errors.append(f"a scan over {kind} is not supported")
         return []
-    paths = relation.get("rootPaths", [])
-    files = {p for p in paths if _FILE_NAME.search(p)}
-    schema = schema_fields(schema_json)
-    return [
-        DatasetLineage(naming.from_location(path), schema=schema) for path in naming.input_directories(paths, files)
-    ]
+    return handler.inputs(relation, ctx)
 
 
 @register
 class HadoopFsRelationHandler(NodeHandler):
-    """Probed as a ``LogicalRelation``'s relation; it is not a plan node of its own."""
+    """Files read by a scan (probed as a ``LogicalRelation``'s relation; it is not a plan node of its own): the
+    directories of its root paths."""
 
     class_names = ("HadoopFsRelation",)
-    probes = {"rootPaths": Probe(("location", "rootPaths"), "strings")}
+    probes = {
+        "rootPaths": Probe(("location", "rootPaths"), "strings"),
+        "schema": Probe(("schema", "json")),
+    }
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        paths = node.get("rootPaths", [])
+        files = {p for p in paths if _FILE_NAME.search(p)}
+        schema = schema_fields(node.get("schema"))
+        return [
+            DatasetLineage(naming.from_location(path), schema=schema) for path in naming.input_directories(paths, files)
+        ]
 
 
 @register
@@ -100,18 +114,23 @@ class HiveTableRelationHandler(NodeHandler):
 
 @register
 class InMemoryRelationHandler(NodeHandler):
-    """A cached Dataset: what it reads is what the plan it caches reads. Spark keeps that plan in physical
-    form only (the logical one is not kept in 3.5), so its leaves are physical scans."""
+    """A cached Dataset: what it reads is what the plan it caches reads: the logical plan the cache manager
+    keeps for it, or else the physical plan the relation holds (whose leaves are physical scans)."""
 
     class_names = ("InMemoryRelation",)
-    probes = {"cachedPlan": Probe(("cacheBuilder", "cachedPlan"), "plan")}
+    probes = {"cachedPlan": Probe((), "cached_plan")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         plan = node.get("cachedPlan")
         if plan is None:
             ctx.errors.append("the plan behind a cached relation could not be read")
             return []
-        return ctx.inputs_of(plan, ctx)
+        return plan_inputs(plan, ctx)
+
+    def column_sources(
+        self, node: CapturedNode, datasets: list[DatasetLineage]
+    ) -> Mapping[str, list[InputColumn]] | None:
+        return {}  # its columns are the cached plan's, by position (see spark_lineage.columns.operators)
 
 
 @register
@@ -123,6 +142,11 @@ class InMemoryTableScanExecHandler(NodeHandler):
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         return nested_inputs(node.get("relation"), ctx)
+
+    def column_sources(
+        self, node: CapturedNode, datasets: list[DatasetLineage]
+    ) -> Mapping[str, list[InputColumn]] | None:
+        return {}  # a physical scan of a cache: column lineage does not follow physical plans
 
 
 @register

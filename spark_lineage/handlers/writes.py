@@ -8,7 +8,7 @@ from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
-from spark_lineage.plan import CapturedNode, Probe
+from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
 
 @register
@@ -70,13 +70,11 @@ class CreateTableAsSelectCommandHandler(NodeHandler):
     class_names: tuple[str, ...] = ("CreateDataSourceTableAsSelectCommand",)
     probes = {
         "table": Probe(("table",), "table"),
-        "query": Probe(("query",), "plan"),
         "schema": Probe(("query", "schema", "json")),
     }
 
-    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        query = node.get("query")
-        return ctx.inputs_of(query, ctx) if query is not None else []
+    def written_plan(self, node: CapturedNode) -> CatalystNode | None:
+        return node.plan_field("query")
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         lifecycle = "OVERWRITE" if node.simple_name.startswith("Optimized") else "CREATE"
@@ -94,7 +92,6 @@ class CreateHiveTableAsSelectCommandHandler(CreateTableAsSelectCommandHandler):
     class_names = ("CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand")
     probes = {
         "table": Probe(("tableDesc",), "table"),
-        "query": Probe(("query",), "plan"),
         "schema": Probe(("query", "schema", "json")),
     }
 
@@ -107,7 +104,6 @@ class SaveAsV1TableCommandHandler(CreateTableAsSelectCommandHandler):
     class_names = ("SaveAsV1TableCommand",)
     probes = {
         "table": Probe(("tableDesc",), "table"),
-        "query": Probe(("query",), "plan"),
         "schema": Probe(("query", "schema", "json")),
         "mode": Probe(("mode",)),
     }

@@ -13,7 +13,7 @@ from spark_lineage.analysis import analyze, is_empty
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder
 from spark_lineage.lineage import AnalysisContext, QueryLineage
-from spark_lineage.plan import CapturedNode, CapturedQuery, SessionInfo
+from spark_lineage.plan import CapturedQuery, SessionInfo
 from tests.support import validate_event
 
 PLANS = Path(__file__).parent.parent / "fixtures" / "plans"
@@ -152,8 +152,8 @@ def test_unknown_nodes_are_reported_not_fatal(version: str) -> None:
     assert (facet.failedTasks, facet.errors[0].errorMessage) == (1, lineage.errors[0])
 
     query = _query(version, _final_command(version, "write_parquet"))
-    assert query.plan is not None
-    query.plan.leaves[0] = CapturedNode(class_name="com.example.MysteryRelation")
+    assert query.tree is not None
+    query.tree.leaves()[0].class_name = "com.example.MysteryRelation"
     lineage = analyze(query, AnalysisContext(session=_session(version)))
     assert lineage.errors == ["no handler for plan node com.example.MysteryRelation: its inputs are not reported"]
     assert _ids(lineage.outputs) == [("file", f"{DATA}/people_pq")]
@@ -161,15 +161,15 @@ def test_unknown_nodes_are_reported_not_fatal(version: str) -> None:
 
 def test_failed_probes_become_extraction_errors(version: str) -> None:
     query = _query(version, _final_command(version, "write_parquet"))
-    assert query.plan is not None
-    query.plan.root.errors["outputPath"] = "Method outputPath([]) does not exist"
-    del query.plan.root.props["outputPath"]
+    assert query.tree is not None and query.tree.probed is not None
+    query.tree.probed.errors["outputPath"] = "Method outputPath([]) does not exist"
+    del query.tree.probed.props["outputPath"]
     lineage = analyze(query, AnalysisContext(session=_session(version)))
     assert "InsertIntoHadoopFsRelationCommand.outputPath: Method outputPath([]) does not exist" in lineage.errors
 
 
 def test_queries_that_touch_nothing_are_empty(version: str) -> None:
-    query = CapturedQuery(func_name="command", start_ms=1, end_ms=2, plan=None)
+    query = CapturedQuery(func_name="command", start_ms=1, end_ms=2, tree=None)
     assert is_empty(analyze(query, AnalysisContext(session=_session(version))))
 
 

@@ -1,0 +1,156 @@
+"""What each kind of plan node does to columns, keyed by the node's class name like plan handlers.
+
+Nodes that only pass their child's columns on (``Limit``, ``Sample``, ``Repartition``, ``SubqueryAlias``, ...)
+need no rule: columns keep their expression ids through them. A node that makes new columns, or decides
+which rows there are, has a rule that adds edges to the :class:`~spark_lineage.columns.graph.ColumnGraph`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spark_lineage.columns.expressions import trace
+from spark_lineage.columns.graph import ColumnGraph
+from spark_lineage.columns.transformations import FILTER, GROUP_BY, IDENTITY, JOIN, SORT, TRANSFORMATION
+from spark_lineage.lineage import Transformation
+from spark_lineage.plan import CatalystNode
+
+OperatorRule = Callable[[CatalystNode, ColumnGraph], None]
+_RULES: dict[str, OperatorRule] = {}
+
+
+def operator(*class_names: str) -> Callable[[OperatorRule], OperatorRule]:
+    """Decorator: the rule for plan nodes of these classes (simple names)."""
+
+    def register(function: OperatorRule) -> OperatorRule:
+        for name in class_names:
+            _RULES[name] = function
+        return function
+
+    return register
+
+
+def rule_for(node: CatalystNode) -> OperatorRule | None:
+    return _RULES.get(node.simple_name)
+
+
+def _named(node: CatalystNode, field: str, graph: ColumnGraph) -> None:
+    """Each named expression of a list defines the column with its id."""
+    for expression in node.nodes(field):
+        if expression.expr_id is not None:
+            trace(expression, expression.expr_id, graph)
+
+
+def _whole_result(node: CatalystNode, field: str, graph: ColumnGraph, kind: Transformation) -> None:
+    """The expressions of ``field`` decide the whole result (which rows, in which order, grouped how)."""
+    expressions = node.nodes(field)
+    if expressions:
+        pseudo = graph.new_dataset_node()
+        for expression in expressions:
+            trace(expression, pseudo, graph, kind)
+
+
+@operator("Project")
+def _project(node: CatalystNode, graph: ColumnGraph) -> None:
+    _named(node, "projectList", graph)
+
+
+@operator("Window")
+def _window(node: CatalystNode, graph: ColumnGraph) -> None:
+    _named(node, "windowExpressions", graph)
+
+
+@operator("Aggregate")
+def _aggregate(node: CatalystNode, graph: ColumnGraph) -> None:
+    if not _is_distinct_union(node):
+        _whole_result(node, "groupingExpressions", graph, GROUP_BY)
+    _named(node, "aggregateExpressions", graph)
+
+
+def _is_distinct_union(node: CatalystNode) -> bool:
+    """``UNION`` (without ``ALL``) is an aggregate over a union that only groups: not a grouping of the data,
+    as openlineage-spark sees it too."""
+    if not node.children or node.children[0].simple_name != "Union":
+        return False
+    grouped = {e.expr_id for e in node.nodes("groupingExpressions") if e.simple_name == "AttributeReference"}
+    return {e.expr_id for e in node.nodes("aggregateExpressions")} <= grouped
+
+
+@operator("Join")
+def _join(node: CatalystNode, graph: ColumnGraph) -> None:
+    _whole_result(node, "condition", graph, JOIN)
+
+
+@operator("Filter")
+def _filter(node: CatalystNode, graph: ColumnGraph) -> None:
+    _whole_result(node, "condition", graph, FILTER)
+
+
+@operator("Sort")
+def _sort(node: CatalystNode, graph: ColumnGraph) -> None:
+    _whole_result(node, "order", graph, SORT)
+
+
+@operator("Generate")
+def _generate(node: CatalystNode, graph: ColumnGraph) -> None:
+    """Each generated column (``explode``'s values, ``posexplode``'s positions too) is made from every
+    argument of the generator."""
+    for generator in node.nodes("generator"):
+        for attribute in node.nodes("generatorOutput"):
+            if attribute.expr_id is not None:
+                for argument in generator.sub_nodes():
+                    trace(argument, attribute.expr_id, graph, TRANSFORMATION)
+
+
+@operator("Union")
+def _union(node: CatalystNode, graph: ColumnGraph) -> None:
+    """A union's columns are, by position, the columns of each of its inputs."""
+    for child in node.children:
+        for produced, read in zip(node.output, child.output):
+            graph.add_edge(produced.expr_id, read.expr_id, IDENTITY)
+
+
+@operator("Expand")
+def _expand(node: CatalystNode, graph: ColumnGraph) -> None:
+    """``ROLLUP``, ``CUBE``, grouping sets and several ``DISTINCT`` aggregates: each output column is, by
+    position, one expression of every projection."""
+    for projection in node.get("projections", []):
+        for produced, expression in zip(node.output, projection):
+            if isinstance(expression, CatalystNode):
+                trace(expression, produced.expr_id, graph)
+
+
+@operator("InMemoryRelation")
+def _cached(node: CatalystNode, graph: ColumnGraph) -> None:
+    """A cached Dataset's columns are, by position, the columns of the plan it caches (which its handler
+    probed as ``cachedPlan``; its own nodes are analyzed with the query's)."""
+    cached = node.probed.get("cachedPlan") if node.probed is not None else None
+    if isinstance(cached, CatalystNode):
+        for produced, read in zip(node.output, cached.output):
+            graph.add_edge(produced.expr_id, read.expr_id, IDENTITY)
+
+
+@operator("MergeRows")
+def _merge_rows(node: CatalystNode, graph: ColumnGraph) -> None:
+    """``MERGE``/``UPDATE``/``DELETE``: each output column is, by position, the value every instruction
+    (keep, insert, update, split) writes there."""
+    for field in ("matchedInstructions", "notMatchedInstructions", "notMatchedBySourceInstructions"):
+        for instruction in node.nodes(field):
+            for outputs in ("output", "otherOutput"):
+                values = instruction.fields.get(outputs)
+                if not isinstance(values, list):
+                    continue
+                for produced, value in zip(node.output, values):
+                    if isinstance(value, CatalystNode):
+                        trace(value, produced.expr_id, graph)
+
+
+def link_ctes(plans: list[CatalystNode], graph: ColumnGraph) -> None:
+    """Tie each ``CTERelationRef`` to the ``CTERelationDef`` with its id, column by column."""
+    definitions = {node.get("id"): node for node in plans if node.simple_name == "CTERelationDef"}
+    for node in plans:
+        if node.simple_name == "CTERelationRef":
+            definition = definitions.get(node.get("cteId"))
+            if definition is not None:
+                for produced, read in zip(node.output, definition.output):
+                    graph.add_edge(produced.expr_id, read.expr_id, IDENTITY)

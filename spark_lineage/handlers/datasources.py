@@ -1,0 +1,96 @@
+"""``df.write.format(...).save()`` to a data source that is not a file format: ``SaveIntoDataSourceCommand``.
+
+What the command writes depends on its data source. Each provider plugs in as one small
+:class:`SavedDataSource` (the JDBC one lives in :mod:`spark_lineage.handlers.jdbc`), registered with
+:func:`saved_data_source`; the command's handler finds it by the provider's class name and reads only the
+options it names, so that other options (passwords) never leave the JVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, TypeVar
+
+from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.registry import register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
+from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
+
+
+class SavedDataSource:
+    """What one data source provider writes, from the options of its save."""
+
+    providers: tuple[str, ...] = ()
+    """Simple class names of the ``CreatableRelationProvider`` classes this serves."""
+    option_keys: frozenset[str] = frozenset()
+    """The options (lower case) it reads."""
+
+    def dataset(
+        self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
+    ) -> DatasetLineage | None:
+        """The dataset written; ``None`` (with a reason in ``ctx.errors``) when the options do not say."""
+        return None
+
+    def job_suffix(self, options: Mapping[str, str]) -> str | None:
+        return None
+
+
+_SOURCES: dict[str, SavedDataSource] = {}
+S = TypeVar("S", bound=type[SavedDataSource])
+
+
+def saved_data_source(source_class: S) -> S:
+    """Class decorator: serve saves through every provider the class lists."""
+    instance = source_class()
+    for name in source_class.providers:
+        _SOURCES[name] = instance
+    return source_class
+
+
+_LIFECYCLE_BY_MODE = {"Overwrite": "OVERWRITE", "ErrorIfExists": "CREATE", "Ignore": "CREATE"}
+
+
+@register
+class SaveIntoDataSourceCommandHandler(NodeHandler):
+    """``df.write.format(provider).save()``, ``df.write.jdbc(...)``: the provider's dataset. Overwriting saves
+    are OVERWRITE, saves that may create the target CREATE; appends change nothing about it."""
+
+    class_names = ("SaveIntoDataSourceCommand",)
+    _fixed_probes: ClassVar[dict[str, Probe]] = {
+        "provider": Probe(("dataSource", "getClass", "getName")),
+        "mode": Probe(("mode",)),
+        "schema": Probe(("query", "schema", "json")),
+    }
+
+    @property
+    def probes(self) -> Mapping[str, Probe]:  # type: ignore[override]  # computed: providers register later
+        keys = frozenset(key for source in _SOURCES.values() for key in source.option_keys)
+        return {**self._fixed_probes, "options": Probe(("options",), "map", keys=keys)}
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        source = self._source(node)
+        if source is None:
+            provider = node.get("provider", "an unknown provider")
+            ctx.errors.append(f"no lineage for saves to {provider}: the output is not reported")
+            return []
+        dataset = source.dataset(_options(node), schema_fields(node.get("schema")), ctx)
+        if dataset is None:
+            return []
+        dataset.lifecycle = _LIFECYCLE_BY_MODE.get(str(node.get("mode")))
+        return [dataset]
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        source = self._source(node)
+        return source.job_suffix(_options(node)) if source is not None else None
+
+    def written_plan(self, node: CapturedNode) -> CatalystNode | None:
+        return node.plan_field("query")
+
+    @staticmethod
+    def _source(node: CapturedNode) -> SavedDataSource | None:
+        provider = node.get("provider")
+        return _SOURCES.get(simple_class_name(provider)) if provider else None
+
+
+def _options(node: CapturedNode) -> dict[str, str]:
+    return {key.lower(): value for key, value in node.get("options", {}).items()}

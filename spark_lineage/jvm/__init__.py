@@ -1,0 +1,28 @@
+"""The py4j edge: the only package that talks to the JVM.
+
+- :mod:`~spark_lineage.jvm.bridge`: one SparkSession's facts, the query listener, Spark's listener bus;
+- :mod:`~spark_lineage.jvm.spark`: Spark-specific reads of a finished query (plans, executed plan, failure,
+  catalog lookups);
+- :mod:`~spark_lineage.jvm.catalyst_tree`: a whole plan, expressions included, in one call;
+- :mod:`~spark_lineage.jvm.probes`: the generic evaluator of the probes handlers declare;
+- :mod:`~spark_lineage.jvm.iceberg`: Iceberg's metrics reporter;
+- :mod:`~spark_lineage.jvm.values`: how values cross (joined strings, cached class lookups).
+
+Everything it returns is plain Python data (:mod:`spark_lineage.plan`); none of it knows what a plan node
+means.
+"""
+
+from spark_lineage.jvm.bridge import JvmBridge, QueryListener
+from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
+from spark_lineage.jvm.spark import CaptureRules, PendingQuery
+from spark_lineage.jvm.values import JvmError
+
+__all__ = [
+    "CaptureRules",
+    "IcebergMetricsReporter",
+    "JvmBridge",
+    "JvmError",
+    "PendingQuery",
+    "PendingReport",
+    "QueryListener",
+]

@@ -1,0 +1,178 @@
+"""The bridge to one SparkSession's JVM: session facts, the query listener, and Spark's listener bus.
+
+The bridge is made for every new session the start-up hook sees, so making one costs nothing: the readers
+behind :meth:`JvmBridge.capture` and the Iceberg reporter are created on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
+from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
+from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, parse_map, safe, unwrap_option
+from spark_lineage.plan import CapturedQuery, SessionInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+_QUERY_LISTENER = "org.apache.spark.sql.util.QueryExecutionListener"
+
+
+class QueryListener:
+    """A ``QueryExecutionListener`` implemented in Python. Spark calls it on its listener-bus thread; it only
+    hands a :class:`PendingQuery` to ``sink`` and returns, and never lets an exception escape into Spark."""
+
+    def __init__(self, sink: Callable[[PendingQuery], object], name: str) -> None:
+        self._sink = sink
+        self._name = name
+        self.calls = 0
+        """How many queries Spark has reported to this listener."""
+
+    def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:
+        self.calls += 1
+        try:
+            self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), duration_ns=int(durationNs)))
+        except BaseException:
+            log.debug("spark_lineage listener could not queue a query", exc_info=True)
+
+    def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:
+        self.calls += 1
+        try:
+            self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), exception=exception))
+        except BaseException:
+            log.debug("spark_lineage listener could not queue a failed query", exc_info=True)
+
+    # py4j proxies need these to behave in Java collections (ListenerManager keeps a list of listeners).
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:
+        return self._name
+
+    class Java:
+        implements = [_QUERY_LISTENER]
+
+
+class JvmBridge:
+    """All JVM access for one SparkSession."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._jsession = spark._jsparkSession
+        self._sc = spark.sparkContext
+        self._gateway = self._sc._gateway
+        self._classes = JvmClasses(self._sc._jvm)
+        self._listener_handle: Any = None
+        self._reader: QueryReader | None = None
+        self._iceberg: IcebergReporterInstaller | None = None
+
+    @property
+    def spark_context(self) -> Any:
+        return self._sc
+
+    # --- session -------------------------------------------------------------------------------------------
+
+    @cached_property
+    def session_key(self) -> str:
+        """Identifies the JVM session (not the Python wrapper), so one session gets one handle. Asked once: it
+        never changes."""
+        try:
+            return str(self._jsession.sessionUUID())
+        except Exception:  # noqa: BLE001 - older or unusual sessions: fall back to the JVM object identity
+            return f"session-{self._jsession.hashCode()}"
+
+    def session_info(self, conf: dict[str, str] | None = None) -> SessionInfo:
+        """The session's identity and confs; ``conf`` when the caller has just read them."""
+        jsc = self._sc._jsc.sc()
+        conf = self.session_conf() if conf is None else conf
+        return SessionInfo(
+            app_name=str(jsc.appName()),
+            app_id=str(jsc.applicationId()),
+            spark_version=str(jsc.version()),
+            master=str(jsc.master()),
+            warehouse=conf.get("spark.sql.warehouse.dir"),
+            user=safe(lambda: str(jsc.sparkUser())),
+            deploy_mode=conf.get("spark.submit.deployMode", "client"),
+            driver_host=conf.get("spark.driver.host"),
+            ui_url=safe(lambda: unwrap_option(jsc.uiWebUrl(), getattr(self._classes("scala.Predef"), "$conforms")())),
+            session_id=self.session_key,
+            conf=conf,
+        )
+
+    def session_conf(self) -> dict[str, str]:
+        """Every conf the session sees: SparkConf entries and runtime settings."""
+        # The session's SQLConf already holds every SparkConf entry plus runtime `spark.conf.set` values,
+        # so one mkString brings all of it across.
+        joined = self._jsession.sessionState().conf().getAllConfs().mkString(ITEM_SEP)
+        return parse_map(str(joined))
+
+    def is_stopped(self) -> bool:
+        try:
+            return bool(self._sc._jsc is None or self._sc._jsc.sc().isStopped())
+        except Exception:  # noqa: BLE001 - a dead gateway is a stopped context
+            return True
+
+    def drain_listener_bus(self, timeout_ms: int) -> bool:
+        """Wait until Spark has delivered every queued listener event (so every finished query has reached our
+        callback). Returns False on timeout or when the context is gone."""
+        if self.is_stopped():
+            return False
+        try:
+            self._sc._jsc.sc().listenerBus().waitUntilEmpty(int(timeout_ms))
+            return True
+        except Exception:  # noqa: BLE001 - a TimeoutException is a normal outcome here
+            return False
+
+    # --- listener ------------------------------------------------------------------------------------------
+
+    def register_listener(self, listener: QueryListener) -> None:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(self._gateway)  # type: ignore[no-untyped-call]
+        # Each time a Python object crosses to Java it gets a new proxy, and unregister matches by identity:
+        # keep one JVM-side handle and use it for both calls.
+        holder = self._classes("java.util.ArrayList")()
+        holder.add(listener)
+        handle = holder.get(0)
+        self._jsession.listenerManager().register(handle)
+        self._listener_handle = handle
+
+    def unregister_listener(self) -> None:
+        handle, self._listener_handle = self._listener_handle, None
+        if handle is not None and not self.is_stopped():
+            self._jsession.listenerManager().unregister(handle)
+
+    # --- queries -------------------------------------------------------------------------------------------
+
+    def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
+        """Read a finished query (see :meth:`spark_lineage.jvm.spark.QueryReader.capture`)."""
+        if self._reader is None:
+            self._reader = QueryReader(self._jsession, self._gateway, self._classes, rules.probes_for)
+        return self._reader.capture(pending, rules)
+
+    # --- Iceberg metrics reporter --------------------------------------------------------------------------
+
+    def install_iceberg_reporter(self, reporter: IcebergMetricsReporter, catalog_names: list[str]) -> list[str]:
+        return self._iceberg_installer().install(reporter, catalog_names)
+
+    def uninstall_iceberg_reporter(self) -> None:
+        if self._iceberg is not None:
+            self._iceberg.uninstall(context_stopped=self.is_stopped())
+
+    def iceberg_report_json(self, pending: PendingReport) -> tuple[str, str]:
+        return self._iceberg_installer().report_json(pending)
+
+    def _iceberg_installer(self) -> IcebergReporterInstaller:
+        if self._iceberg is None:
+            self._iceberg = IcebergReporterInstaller(self._jsession, self._classes)
+        return self._iceberg

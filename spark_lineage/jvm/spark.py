@@ -1,0 +1,249 @@
+"""Spark-specific reads: a finished query's plans, its executed plan and metrics, why it failed, and the
+catalog lookups some probes need (a table by name, a V2 table, the plan behind a cached relation).
+
+:meth:`QueryReader.capture` turns a ``QueryExecution`` into a :class:`~spark_lineage.plan.CapturedQuery`:
+
+1. the optimized logical plan is read whole, expressions included, in one call
+   (:mod:`spark_lineage.jvm.catalyst_tree`); a plan larger than the budget is read as its shape only;
+2. each plan node whose class a handler declares probes for is probed (:mod:`spark_lineage.jvm.probes`);
+3. the executed plan's root names the job, and a write's SQL metrics give its output statistics.
+
+It decides nothing about what the plan means.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spark_lineage.jvm.catalyst_tree import CatalystTreeReader, TreeRead
+from spark_lineage.jvm.probes import ProbeEvaluator, ProbeLookup
+from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, message, parse_metrics, safe
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, simple_class_name
+
+
+@dataclass
+class PendingQuery:
+    """What the listener callback hands to the worker: references only, nothing read from the JVM yet."""
+
+    func_name: str
+    query_execution: Any
+    end_ms: int
+    duration_ns: int | None = None
+    exception: Any = None
+
+
+@dataclass(frozen=True)
+class CaptureRules:
+    """What the analysis wants read, as plain functions of class names: the edge asks, never decides."""
+
+    probes_for: ProbeLookup
+    is_reported: Callable[[str, str], bool]
+    """``(root class, funcName)``: whether a query is worth reading at all."""
+    wants_metrics: Callable[[str], bool]
+    """``root class``: whether the execution's SQL metrics (rows, bytes, files written) are wanted."""
+    expressions: bool = True
+    """Read expressions too (column lineage needs them), not just the plan's shape."""
+    max_plan_chars: int = 2_000_000
+    """A plan whose text is longer is read as its shape only, and the query says so."""
+
+
+class QueryReader:
+    """Reads finished queries of one SparkSession."""
+
+    def __init__(self, jsession: Any, gateway: Any, classes: JvmClasses, probes_for: ProbeLookup) -> None:
+        self._jsession = jsession
+        self._classes = classes
+        self._trees = CatalystTreeReader(gateway, classes)
+        self._probes = ProbeEvaluator(classes, probes_for)
+        self._probes.add_resolver("table", self._lookup_table)
+        self._probes.add_resolver("v2table", self._load_v2_table)
+        self._probes.add_resolver("tree", self._nested_tree)
+        self._probes.add_resolver("cached_plan", self._cached_plan)
+        self._session_catalog: Any = None
+        self._rules: CaptureRules | None = None
+        self._errors: list[str] = []
+
+    def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
+        """Read what the analysis needs about one finished query. ``None`` when ``rules`` say the query is not
+        reported (decided after a single look at the plan's root)."""
+        qe = pending.query_execution
+        query = CapturedQuery(func_name=pending.func_name, start_ms=pending.end_ms, end_ms=pending.end_ms, tree=None)
+        if pending.duration_ns is not None:
+            query.start_ms = pending.end_ms - pending.duration_ns // 1_000_000
+        plan = self._logical_plan(qe, query)
+        root_class = str(plan.getClass().getName()) if plan is not None else None
+        if root_class is not None and not rules.is_reported(simple_class_name(root_class), pending.func_name):
+            return None
+        if pending.exception is not None:
+            self._read_failure(pending, qe, query)
+        if plan is not None and root_class is not None:
+            self._rules, self._errors = rules, query.capture_errors
+            try:
+                query.tree = self._read_tree(plan, rules, query.capture_errors)
+            finally:
+                self._rules, self._errors = None, []
+            self._read_execution(qe, query, rules.wants_metrics(simple_class_name(root_class)))
+        # Spark keeps the SQL text a plan was parsed from in its root's origin (the optimized root keeps it).
+        query.sql = _guard(
+            query,
+            "sql text",
+            lambda: self._probes.option((plan if plan is not None else qe.logical()).origin().sqlText()),
+        )
+        return query
+
+    # --- plans ---------------------------------------------------------------------------------------------
+
+    def _logical_plan(self, qe: Any, query: CapturedQuery) -> Any:
+        for accessor in ("optimizedPlan", "analyzed", "logical"):
+            try:
+                return getattr(qe, accessor)()
+            except Exception as error:  # noqa: BLE001 - a failed query's lazy plans can re-throw
+                query.capture_errors.append(f"{accessor}: {message(error)}")
+        return None
+
+    def _read_tree(self, plan: Any, rules: CaptureRules, errors: list[str]) -> CatalystNode | None:
+        """The plan, whole if it fits the budget, else its shape (datasets without column lineage)."""
+        read: TreeRead | None = None
+        if rules.expressions:
+            try:
+                read = self._trees.read(plan, max_chars=rules.max_plan_chars)
+            except Exception as error:  # noqa: BLE001 - fall back to the plan's shape
+                errors.append(f"column lineage: the plan could not be read whole ({message(error)})")
+        if read is None:
+            try:
+                read = self._trees.read(plan, expressions=False)
+            except Exception as error:  # noqa: BLE001 - the query is still reported, without datasets
+                errors.append(f"plan: {message(error)}")
+                return None
+        self._probe_nodes(read)
+        return read.tree
+
+    def _probe_nodes(self, read: TreeRead) -> None:
+        """Probe every plan node of a tree whose class's handler asks for more than the tree holds."""
+        for node in read.tree.plan_nodes():
+            if self._probes.wants(node.simple_name):
+                try:
+                    probed = self._probes.capture(read.jvm_node(node), node.class_name)
+                except Exception as error:  # noqa: BLE001 - the node is reported without its probes
+                    probed = CapturedNode(node.class_name, errors={"node": message(error)})
+                probed.tree = node
+                node.probed = probed
+
+    def _nested_tree(self, obj: Any) -> CatalystNode | None:
+        """A plan that is not part of the query's tree (a physical plan kept by a cache), read the same way."""
+        rules = self._rules
+        if rules is None:
+            return None
+        return self._read_tree(obj, rules, self._errors)
+
+    def _cached_plan(self, relation: Any) -> CatalystNode | None:
+        """The logical plan a cached relation (``InMemoryRelation``) holds the data of: the cache manager's
+        entry whose cached representation shares the relation's builder. Spark keeps no link from the
+        relation to it, only to the physical plan, which is read instead when no entry matches."""
+        builder = relation.cacheBuilder()
+        wanted = int(self._classes("java.lang.System").identityHashCode(builder))
+        manager = self._jsession.sharedState().cacheManager()
+        field = manager.getClass().getDeclaredField("cachedData")
+        field.setAccessible(True)
+        entries = field.get(manager)
+        for index in range(int(entries.size())):
+            entry = entries.apply(index)
+            candidate = entry.cachedRepresentation().cacheBuilder()
+            if int(self._classes("java.lang.System").identityHashCode(candidate)) == wanted:
+                return self._nested_tree(entry.plan())
+        return self._nested_tree(builder.cachedPlan())
+
+    # --- catalog lookups -----------------------------------------------------------------------------------
+
+    def _lookup_table(self, value: Any) -> CapturedNode:
+        """A session-catalog table, from the ``CatalogTable`` a command carries, or else from its name.
+
+        The plan's own ``CatalogTable`` is preferred: we read after the query ran, and by then later statements
+        may have changed the catalog. A name is looked up in the catalog; a table that no longer exists yields
+        the location the catalog would give it by default.
+        """
+        catalog = self._catalog()
+        if not isinstance(value, str) and str(value.getClass().getName()).endswith(".CatalogTable"):
+            node = self._probes.capture(value, "CatalogTable")
+            info = node.get("info", {})
+            if "Database" not in info or "Location" not in info:
+                identifier = catalog.qualifyIdentifier(value.identifier())
+                node.props["database"] = self._probes.option(identifier.database())
+                node.props["table"] = str(identifier.table())
+                node.props["defaultLocation"] = safe(lambda: str(catalog.defaultTablePath(identifier).toString()))
+            return node
+        if isinstance(value, str):
+            value = self._jsession.sessionState().sqlParser().parseTableIdentifier(value)
+        identifier = catalog.qualifyIdentifier(value)
+        node = CapturedNode(class_name="CatalogTable")
+        node.props["database"] = self._probes.option(identifier.database())
+        node.props["table"] = str(identifier.table())
+        exists = bool(catalog.tableExists(identifier))
+        node.props["exists"] = exists
+        if exists:
+            table = catalog.getTableMetadata(identifier)
+            node.props.update(self._probes.capture(table, "CatalogTable").props)
+        else:
+            node.props["defaultLocation"] = safe(lambda: str(catalog.defaultTablePath(identifier).toString()))
+        return node
+
+    def _load_v2_table(self, resolved_identifier: Any) -> CapturedNode | None:
+        """The table a V2 command named (a ``ResolvedIdentifier``), loaded from its catalog now; ``None`` when it
+        no longer exists."""
+        catalog = resolved_identifier.catalog()
+        try:
+            table = catalog.loadTable(resolved_identifier.identifier())
+        except Exception:  # noqa: BLE001 - dropped or replaced since: the analysis falls back to defaults
+            return None
+        return self._probes.capture(table)
+
+    def _catalog(self) -> Any:
+        if self._session_catalog is None:
+            self._session_catalog = self._jsession.sessionState().catalog()
+        return self._session_catalog
+
+    # --- execution -----------------------------------------------------------------------------------------
+
+    def _read_failure(self, pending: PendingQuery, qe: Any, query: CapturedQuery) -> None:
+        exception = pending.exception
+        query.error = _guard(query, "error message", lambda: str(exception.toString())) or "query failed"
+        query.error_stack = _guard(
+            query,
+            "error stack trace",
+            lambda: str(self._classes("org.apache.commons.lang3.exception.ExceptionUtils").getStackTrace(exception)),
+        )
+        # A failed execution reports no duration: its planning phases say when it started.
+        phases = _guard(query, "planning phases", lambda: str(qe.tracker().phases().mkString(ITEM_SEP)))
+        starts = [int(m) for m in re.findall(r"PhaseSummary\((\d+),", phases or "")]
+        if starts:
+            query.start_ms = min(*starts, query.end_ms)
+
+    def _read_execution(self, qe: Any, query: CapturedQuery, wants_metrics: bool) -> None:
+        def read() -> None:
+            executed = qe.executedPlan()
+            name = str(executed.nodeName())
+            if name.startswith("WholeStageCodegen"):
+                executed = executed.child()
+                name = str(executed.nodeName())
+            query.executed_node = name
+            if wants_metrics:
+                # Adaptive execution wraps the write: its final plan (Spark 4 adds a result stage around it)
+                # holds the command and its metrics.
+                if name.startswith("AdaptiveSparkPlan"):
+                    executed = executed.executedPlan()
+                    if str(executed.nodeName()).startswith("ResultQueryStage"):
+                        executed = executed.plan()
+                query.metrics = parse_metrics(str(executed.metrics().mkString(ITEM_SEP)))
+
+        _guard(query, "executed plan", read)
+
+
+def _guard(query: CapturedQuery, what: str, read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except Exception as error:  # noqa: BLE001 - reported as an extraction error, never raised
+        query.capture_errors.append(f"{what}: {message(error)}")
+        return None

@@ -1,0 +1,94 @@
+"""How values cross from the JVM: joined strings parsed in Python, cached class lookups, and error text.
+
+Every module of the edge uses these; none of them knows what a Spark plan means.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+ITEM_SEP = "\x1e"
+"""Joins collection items JVM-side (``mkString``): ASCII record separators never occur in paths or names."""
+KV_SEP = " -> "
+"""How Scala prints a map entry."""
+_METRIC_VALUE = re.compile(r"value: (-?\d+)\)\s*$")
+
+
+class JvmError(RuntimeError):
+    """Something could not be read from the JVM; the message says what."""
+
+
+class JvmClasses:
+    """Classes and packages of the JVM, looked up once each.
+
+    Every ``jvm.a.b.C`` attribute chain costs a py4j round trip to find out whether ``C`` is a class; this
+    keeps what it found, so that a per-query or per-report path never pays for the same lookup twice.
+    """
+
+    def __init__(self, jvm: Any) -> None:
+        self._jvm = jvm
+        self._found: dict[str, Any] = {}
+
+    def __call__(self, dotted_name: str) -> Any:
+        """``jvm.org.apache.x.Y`` (a py4j ``JavaClass``, or a ``JavaPackage`` for a package name)."""
+        found = self._found.get(dotted_name)
+        if found is None:
+            found = self._jvm
+            for part in dotted_name.split("."):
+                found = getattr(found, part)
+            self._found[dotted_name] = found
+        return found
+
+    def java_class(self, dotted_name: str) -> Any:
+        """The ``java.lang.Class`` object itself, as method handles and reflection need it."""
+        key = "class:" + dotted_name
+        found = self._found.get(key)
+        if found is None:
+            found = self("java.lang.Class").forName(dotted_name)
+            self._found[key] = found
+        return found
+
+
+def parse_map(joined: str) -> dict[str, str]:
+    """A Scala map joined JVM-side with ``mkString(ITEM_SEP)``, as a dict."""
+    result: dict[str, str] = {}
+    if not joined:
+        return result
+    for item in joined.split(ITEM_SEP):
+        key, sep, value = item.partition(KV_SEP)
+        if sep:
+            result[key] = value
+    return result
+
+
+def parse_metrics(joined: str) -> dict[str, int]:
+    """A map of ``SQLMetric`` joined JVM-side, as ``{name: value}``."""
+    metrics: dict[str, int] = {}
+    for key, value in parse_map(joined).items():
+        match = _METRIC_VALUE.search(value)
+        if match:
+            metrics[key] = int(match.group(1))
+    return metrics
+
+
+def message(error: BaseException) -> str:
+    """The first line of an error, bounded: what goes into logs and extraction-error facets."""
+    text = str(error).strip().splitlines()
+    return text[0][:500] if text else type(error).__name__
+
+
+def safe(read: Callable[[], Any]) -> Any:
+    """``read()``, or ``None`` when the JVM will not answer: for optional facts."""
+    try:
+        return read()
+    except Exception:  # noqa: BLE001 - optional facts
+        return None
+
+
+def unwrap_option(option: Any, evidence: Any) -> Any:
+    """A Scala ``Option`` as its value or ``None``, in one call (``orNull`` with the evidence it needs)."""
+    if option is None or isinstance(option, (str, int, float, bool)):
+        return option
+    return option.orNull(evidence)

@@ -1,0 +1,121 @@
+"""Storage locations as datasets: files, object stores and HDFS, named as openlineage-spark names them; and
+session-catalog tables, which are their location with a ``symlinks`` entry for their name."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from urllib.parse import unquote, urlsplit
+
+from openlineage.client.dataset.dataset import DatasetConfig
+from openlineage.client.dataset.trimmers import DatasetNameTrimmer
+from openlineage.client.naming import dataset as ol_naming
+
+from spark_lineage.naming.identifiers import DatasetIdentifier, TableName
+
+FILE_NAMESPACE = "file"
+_S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+_MAX_TRIM_PASSES = 16
+
+
+def _split_location(location: str) -> DatasetIdentifier:
+    """Namespace and name of a storage location, before name trimming."""
+    parts = urlsplit(location)
+    scheme = parts.scheme.lower()
+    path = unquote(parts.path)
+    if scheme in ("", FILE_NAMESPACE) or (len(scheme) == 1 and location[1:3] in (":\\", ":/")):
+        return DatasetIdentifier(ol_naming.LocalFileSystem(path=_strip_slash(path)).get_namespace(), _strip_slash(path))
+    host = parts.hostname or ""
+    key = path.lstrip("/")
+    if scheme in _S3_SCHEMES and host and key:
+        s3 = ol_naming.S3(bucket_name=host, object_key=key.rstrip("/"))
+        return DatasetIdentifier(s3.get_namespace(), s3.get_name())
+    if scheme == "gs" and host and key:
+        gcs = ol_naming.GCS(bucket_name=host, object_key=key.rstrip("/"))
+        return DatasetIdentifier(gcs.get_namespace(), gcs.get_name())
+    if scheme == "hdfs" and host and parts.port:
+        hdfs = ol_naming.HDFS(namenode_host=host, namenode_port=str(parts.port), path=_strip_slash(path))
+        return DatasetIdentifier(hdfs.get_namespace(), hdfs.get_name())
+    authority = parts.netloc
+    if scheme in ("hdfs", "viewfs", "") or not authority:
+        return DatasetIdentifier(f"{scheme}://{authority}" if authority else scheme, _strip_slash(path))
+    # Object stores (abfs, wasb, oss, ...): the container/bucket is the namespace, the key the name.
+    return DatasetIdentifier(f"{scheme}://{authority}", key.rstrip("/") or "/")
+
+
+def location_uri(location: str) -> str:
+    """A location as a URI the way Hadoop prints it: bare absolute paths get the ``file:`` scheme."""
+    if location.startswith("/"):
+        return FILE_NAMESPACE + ":" + location
+    if location.startswith("file:///"):
+        return FILE_NAMESPACE + ":" + location[len("file://") :]
+    return location
+
+
+def warehouse_symlink(table_location: str, warehouse: str | None, database: str | None, table: str) -> TableName | None:
+    """The ``symlinks`` entry openlineage-spark gives a session-catalog table: namespace is the warehouse URI
+    (``file:/data/warehouse``), name ``db.table``. Tables outside the warehouse get none, as in the reference."""
+    if not warehouse:
+        return None
+    warehouse_uri = location_uri(warehouse).rstrip("/")
+    location = location_uri(table_location).rstrip("/")
+    if location != warehouse_uri and not location.startswith(warehouse_uri + "/"):
+        return None
+    return TableName(namespace=warehouse_uri, name=f"{database}.{table}" if database else table)
+
+
+def default_table_location(warehouse: str, database: str | None, table: str) -> str:
+    """Where the session catalog puts a managed table when its database has no location of its own."""
+    base = location_uri(warehouse).rstrip("/")
+    if database in (None, "", "default"):
+        return f"{base}/{table}"
+    return f"{base}/{database}.db/{table}"
+
+
+def trim_name(name: str) -> str:
+    """Drop trailing partition-like directories (``/dt=2024-01-01``, ``/20240101``, ``/2024/01``) with
+    openlineage-python's dataset-name trimmers, the same set openlineage-spark applies."""
+    for _ in range(_MAX_TRIM_PASSES):
+        trimmed = name
+        for trimmer in _trimmers():
+            trimmed = trimmer.trim(trimmed)
+        if trimmed == name:
+            break
+        name = trimmed
+    return name
+
+
+def from_location(location: str) -> DatasetIdentifier:
+    """The dataset a storage location stands for: a file-source path, a table's location.
+
+    Accepts URIs (``file:/x``, ``file:///x``, ``s3a://bucket/key``, ``hdfs://nn:8020/p``, ...) and bare
+    absolute paths. Trailing slashes are dropped, and trailing partition-like directories trimmed, as
+    openlineage-spark does.
+    """
+    identifier = _split_location(location)
+    return DatasetIdentifier(identifier.namespace, trim_name(identifier.name))
+
+
+def input_directories(root_paths: list[str], leaf_files: set[str] | None = None) -> list[str]:
+    """Reduce the root paths of a file scan to the directories openlineage-spark reports: a single path is
+    kept as it is; several paths are grouped by parent, without duplicates, in order."""
+    if len(root_paths) <= 1:
+        return list(root_paths)
+    seen: list[str] = []
+    for path in root_paths:
+        is_file = leaf_files is not None and path in leaf_files
+        directory = path.rsplit("/", 1)[0] if is_file else path
+        parent = path.rsplit("/", 1)[0]
+        if parent in seen or directory in seen:
+            continue
+        seen.append(directory)
+    return seen
+
+
+def _strip_slash(path: str) -> str:
+    stripped = path.rstrip("/")
+    return stripped or "/"
+
+
+@lru_cache(maxsize=1)
+def _trimmers() -> tuple[DatasetNameTrimmer, ...]:
+    return tuple(DatasetConfig().get_dataset_name_trimmers())
