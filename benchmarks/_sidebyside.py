@@ -33,16 +33,20 @@ class _Sink(BaseHTTPRequestHandler):
         pass
 
 
-def alternate(rounds: int, child_args: Callable[[str, str, str], list[str]]) -> tuple[dict[str, list[float]], int]:
-    """Run ``rounds`` processes per side, alternating on/off (then off/on, so drift hits both alike).
-    ``child_args(mode, backend_url, workdir)`` gives a child's command line after the interpreter; the child
-    prints ``{"seconds": ...}`` as its last line. Returns the times per side and the events received."""
+def alternate(
+    rounds: int, child_args: Callable[[str, str, str], list[str]], modes: tuple[str, ...] = ("on", "off")
+) -> tuple[dict[str, list[float]], int]:
+    """Run ``rounds`` processes per side (``modes``: lineage on, off, and maybe others), in an order that
+    turns each round (on, off; off, on; ...) so that drift hits every side alike. ``child_args(mode,
+    backend_url, workdir)`` gives a child's command line after the interpreter; the child prints
+    ``{"seconds": ...}`` as its last line. Returns the times per side and the events received."""
     server = start_backend()
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    times: dict[str, list[float]] = {"on": [], "off": []}
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
     try:
         for round_index in range(rounds):
-            for mode in ("on", "off") if round_index % 2 == 0 else ("off", "on"):
+            shift = round_index % len(modes)
+            for mode in modes[shift:] + modes[:shift]:
                 with tempfile.TemporaryDirectory() as workdir:
                     result = subprocess.run(
                         [sys.executable, *child_args(mode, url, workdir)],
@@ -59,14 +63,24 @@ def alternate(rounds: int, child_args: Callable[[str, str, str], list[str]]) -> 
     return times, _Sink.received
 
 
-def report(times: dict[str, list[float]], operations: int, unit: str, target: float) -> float:
-    """Print the medians per side and their ratio; returns the ratio."""
-    on, off = statistics.median(times["on"]), statistics.median(times["off"])
+def report(
+    times: dict[str, list[float]], operations: int, unit: str, target: float, labels: dict[str, str] | None = None
+) -> dict[str, float]:
+    """Print the median of each side and its ratio to lineage off; returns the ratios by side."""
+    labels = {"on": "lineage on", "off": "lineage off", **(labels or {})}
+    off = statistics.median(times["off"])
     print()
-    print(f"median job wall time, lineage off: {off:.3f} s ({off / operations * 1000:.1f} ms per {unit})")
-    print(f"median job wall time, lineage on:  {on:.3f} s ({on / operations * 1000:.1f} ms per {unit})")
-    print(f"ratio on/off: {on / off:.3f}   (target <= {target:.2f})")
-    return on / off
+    ratios = {}
+    for mode, series in times.items():
+        median = statistics.median(series)
+        ratios[mode] = median / off
+        per_operation = f"{median / operations * 1000:.1f} ms per {unit}"
+        print(f"median job wall time, {labels.get(mode, mode) + ':':<24} {median:.3f} s ({per_operation})")
+    for mode, ratio in ratios.items():
+        if mode != "off":
+            budget = f"   (target <= {target:.2f})" if mode == "on" else ""
+            print(f"ratio {labels.get(mode, mode)} / off: {ratio:.3f}{budget}")
+    return ratios
 
 
 def start_backend() -> ThreadingHTTPServer:

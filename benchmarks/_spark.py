@@ -1,8 +1,16 @@
-"""A quiet local SparkSession for the benchmarks."""
+"""A quiet local SparkSession for the benchmarks, and the JVM artifacts they load (the tests' own list)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.jars import iceberg_runtime, openlineage_spark
+
+__all__ = ["iceberg_runtime", "local_session", "openlineage_spark"]
 
 
 def local_session(app_name: str, master: str = "local[2]", **confs: str) -> Any:

@@ -1,9 +1,12 @@
-"""Job wall time with lineage on versus off, measured side by side.
+"""Job wall time with lineage on versus off, measured side by side, and openlineage-spark's in the same run.
 
-    python benchmarks/overhead.py [--queries 60] [--rounds 5]
+    python benchmarks/overhead.py [--queries 60] [--rounds 5] [--workload W] [--reference]
 
-Workloads: ``parquet_writes`` (small parquet writes) and ``iceberg_appends_and_merges`` (alternating appends
-and MERGE INTO on an Iceberg table; the Iceberg runtime comes from Maven Central through spark.jars.packages).
+Workloads: ``parquet_writes`` (small parquet writes), ``joined_writes`` (a join, an aggregate and computed
+columns written to parquet: column lineage has work to do) and ``iceberg_appends_and_merges`` (alternating
+appends and MERGE INTO on an Iceberg table; the Iceberg runtime comes from Maven Central through
+spark.jars.packages). With ``--reference``, a third side runs the same job with openlineage-spark's jar as
+the listener (``spark.extraListeners``), sending to the same backend.
 
 Each measurement is a fresh process running the same job: a warm-up, then ``--queries`` small write queries,
 then ``spark.stop()``; the wall time from the first measured query until ``spark.stop()`` has returned is
@@ -19,19 +22,17 @@ import time
 from pathlib import Path
 
 from _sidebyside import alternate, report
-from _spark import local_session
+from _spark import iceberg_runtime, local_session, openlineage_spark
 
-WORKLOADS = ("parquet_writes", "iceberg_appends_and_merges")
-ICEBERG_RUNTIME = {"3.5": "iceberg-spark-runtime-3.5_2.12", "4.1": "iceberg-spark-runtime-4.1_2.13"}
-ICEBERG_VERSION = "1.11.0"
+WORKLOADS = ("parquet_writes", "joined_writes", "iceberg_appends_and_merges")
+JAVA_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 
 
 def _iceberg_confs(workdir: Path) -> dict[str, str]:
     import pyspark
 
-    runtime = ICEBERG_RUNTIME[".".join(pyspark.__version__.split(".")[:2])]
     return {
-        "spark.jars.packages": f"org.apache.iceberg:{runtime}:{ICEBERG_VERSION}",
+        "spark.jars.packages": iceberg_runtime(pyspark.__version__),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.bench": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.bench.type": "hadoop",
@@ -39,10 +40,24 @@ def _iceberg_confs(workdir: Path) -> dict[str, str]:
     }
 
 
+def _reference_confs(url: str, confs: dict[str, str]) -> dict[str, str]:
+    import pyspark
+
+    packages = ",".join(p for p in (confs.get("spark.jars.packages"), openlineage_spark(pyspark.__version__)) if p)
+    return {
+        "spark.jars.packages": packages,
+        "spark.extraListeners": JAVA_LISTENER,
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.url": url,
+    }
+
+
 def run_job(mode: str, queries: int, url: str, workdir: Path, workload: str) -> float:
     """The measured job, in this process: returns seconds from the first measured query to stop()."""
     iceberg = workload == "iceberg_appends_and_merges"
     confs = {"spark.sql.shuffle.partitions": "2", **(_iceberg_confs(workdir) if iceberg else {})}
+    if mode == "reference":
+        confs.update(_reference_confs(url, confs))
     spark = local_session("Overhead Benchmark", **confs)
     if iceberg:
         spark.sql("CREATE NAMESPACE bench.db")
@@ -54,10 +69,18 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, workload: str) -> 
 
         spark_lineage.enable(spark, transport={"type": "http", "url": url})
     source = spark.range(1000).selectExpr("id", "id % 7 AS bucket", "uuid() AS tag")
+    buckets = spark.range(7).selectExpr("id AS bucket", "concat('bucket ', id) AS name")
 
     def query(index: int) -> None:
-        if not iceberg:
-            source.where(f"bucket != {index % 7}").write.mode("overwrite").parquet(str(workdir / f"out_{index}"))
+        out = str(workdir / f"out_{index}")
+        if workload == "parquet_writes":
+            source.where(f"bucket != {index % 7}").write.mode("overwrite").parquet(out)
+        elif workload == "joined_writes":
+            joined = source.where(f"bucket != {index % 7}").join(buckets, "bucket")
+            totals = joined.groupBy("name").agg({"id": "sum", "tag": "count"})
+            totals.selectExpr("upper(name) AS name", "`sum(id)` * 2 AS twice", "`count(tag)` AS n").write.mode(
+                "overwrite"
+            ).parquet(out)
         elif index % 2 == 0:
             source.where(f"bucket = {index % 7}").writeTo("bench.db.facts").append()
         else:
@@ -80,7 +103,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5, help="processes per side")
     parser.add_argument("--workload", choices=WORKLOADS, default=WORKLOADS[0])
-    parser.add_argument("--child", choices=("on", "off"), help=argparse.SUPPRESS)
+    parser.add_argument("--reference", action="store_true", help="also measure openlineage-spark's jar")
+    parser.add_argument("--child", choices=("on", "off", "reference"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -105,9 +129,13 @@ def main() -> None:
             "--workload",
             args.workload,
         ],
+        modes=("on", "off", "reference") if args.reference else ("on", "off"),
     )
     print(f"\nworkload {args.workload}: {args.queries} write queries per job, {args.rounds} jobs per side")
-    report(times, args.queries, "query", target=1.03)
+    ratios = report(times, args.queries, "query", target=1.05, labels={"reference": "openlineage-spark"})
+    if "reference" in ratios:
+        verdict = "no worse than" if ratios["on"] <= ratios["reference"] else "WORSE than"
+        print(f"spark_lineage's ratio is {verdict} openlineage-spark's")
     print(f"events received by the loopback backend: {received}")
 
 

@@ -1,10 +1,14 @@
-"""Per-query cost of lineage: capture and analysis time, and JVM round trips, by plan size and dataset count.
+"""Per-query cost of lineage, column lineage included: capture and analysis time, and JVM round trips, by plan
+size.
 
     python benchmarks/per_query.py [--repeat 15]
 
-Each query writes one parquet output. Plan size is varied with chains of ``sample`` nodes over a single input
-(the optimizer keeps each one), dataset count with joins of distinct inputs. Round trips are py4j commands
-sent from the analysis thread while it captures the query, py4j's object releases included.
+Each query joins two parquet inputs, computes a few columns and writes one parquet output. Plan size is varied
+with chains of ``sample`` and projection nodes (the optimizer keeps each pair), to about 20, 100 and 600
+logical plan nodes. Capture is what the py4j edge does on the analysis thread (read the whole plan, probe its
+leaves and root); analysis is the pure-Python part (datasets, then column lineage). Round trips are py4j
+commands sent from the analysis thread while it captures, py4j's object releases included. All of it runs on
+spark_lineage's analysis thread, never on Spark's listener thread.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ import spark_lineage
 from spark_lineage import analysis
 from spark_lineage.jvm import JvmBridge
 
+TARGETS_MS = {20: 10.0, 600: 250.0}
+"""Budgets for capture + analysis at about this many plan nodes."""
 
-class Probe:
+
+class Timer:
     """Times capture and analysis, and counts py4j commands sent from the capturing thread."""
 
     def __init__(self, gateway_client: Any) -> None:
@@ -33,6 +40,7 @@ class Probe:
         self.analysis_s: list[float] = []
         self.round_trips: list[int] = []
         self.plan_nodes: list[int] = []
+        self.column_fields: list[int] = []
         self._counting = threading.local()
         self._count = 0
         original_send = gateway_client.send_command
@@ -61,26 +69,26 @@ class Probe:
 
         def analyze(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
-            try:
-                return original_analyze(*args, **kwargs)
-            finally:
-                self.analysis_s.append(time.perf_counter() - started)
+            lineage = original_analyze(*args, **kwargs)
+            self.analysis_s.append(time.perf_counter() - started)
+            self.column_fields.append(sum(len(o.column_lineage.fields) for o in lineage.outputs if o.column_lineage))
+            return lineage
 
         JvmBridge.capture = capture  # type: ignore[method-assign]
         analysis.analyze = analyze
 
     def reset(self) -> None:
-        for series in (self.capture_s, self.analysis_s, self.round_trips, self.plan_nodes):
+        for series in (self.capture_s, self.analysis_s, self.round_trips, self.plan_nodes, self.column_fields):
             series.clear()
 
 
-def build_query(spark: Any, inputs: list[Path], samples: int) -> Any:
-    frame = spark.read.parquet(str(inputs[0]))
-    for other in inputs[1:]:
-        frame = frame.join(spark.read.parquet(str(other)).withColumnRenamed("v", f"v_{other.name}"), "k")
-    for seed in range(samples):
-        frame = frame.sample(fraction=0.999, seed=seed)
-    return frame
+def build_query(spark: Any, inputs: list[Path], steps: int) -> Any:
+    left = spark.read.parquet(str(inputs[0]))
+    right = spark.read.parquet(str(inputs[1])).withColumnRenamed("v", "w")
+    frame = left.join(right, "k").selectExpr("k", "v + w AS s", "upper(cast(v AS string)) AS label", "w")
+    for step in range(steps):
+        frame = frame.sample(fraction=0.999, seed=step).selectExpr("k", f"s + {step} AS s", "label", "w")
+    return frame.where("s > 0")
 
 
 def main() -> None:
@@ -97,47 +105,48 @@ def main() -> None:
         **{"spark.sql.codegen.wholeStage": "false", "spark.driver.extraJavaOptions": "-Xss64m"},
     )
     inputs = []
-    for index in range(8):
+    for index in range(2):
         path = workdir / f"input_{index}"
         spark.range(20).selectExpr("id % 5 AS k", "id AS v").write.parquet(str(path))
         inputs.append(path)
 
     handle = spark_lineage.enable(spark, transport={"type": "noop"})
-    probe = Probe(spark.sparkContext._gateway._gateway_client)
-    rows = [(1, 8), (1, 98), (1, 498), (2, 6), (4, 2), (8, 0)]
+    timer = Timer(spark.sparkContext._gateway._gateway_client)
     results = []
-    for datasets, samples in rows:
-        frame = build_query(spark, inputs[:datasets], samples)
+    for steps in (6, 46, 296):
+        frame = build_query(spark, inputs, steps)
         for warmup in range(10 if not results else 3):
             frame.write.mode("overwrite").parquet(str(workdir / f"warm_{warmup}"))
         handle.flush(120)
-        probe.reset()
+        timer.reset()
         for index in range(args.repeat):
             frame.write.mode("overwrite").parquet(str(workdir / f"out_{index}"))
             handle.flush(300)  # one query at a time: its capture does not compete with the next query
+        capture_ms = statistics.median(timer.capture_s) * 1000
+        analysis_ms = statistics.median(timer.analysis_s) * 1000
         results.append(
             (
-                statistics.median(probe.plan_nodes),
-                datasets + 1,
-                statistics.median(probe.capture_s) * 1000,
-                statistics.median(probe.analysis_s) * 1000,
-                statistics.median(probe.round_trips),
+                statistics.median(timer.plan_nodes),
+                capture_ms,
+                analysis_ms,
+                capture_ms + analysis_ms,
+                statistics.median(timer.round_trips),
+                statistics.median(timer.column_fields),
             )
         )
     handle.disable()
     spark.stop()
     shutil.rmtree(workdir, ignore_errors=True)
 
-    print(f"Per-query lineage cost, median of {args.repeat} queries each (one parquet output per query)")
-    print(f"{'plan nodes':>10} {'datasets':>9} {'capture ms':>11} {'analysis ms':>12} {'JVM round trips':>16}")
-    for nodes, datasets, capture_ms, analysis_ms, trips in results:
-        print(f"{nodes:>10.0f} {datasets:>9d} {capture_ms:>11.2f} {analysis_ms:>12.3f} {trips:>16.0f}")
-    by_nodes = [r for r in results if r[1] == 2]
-    print(
-        f"round trips, 1 input: {by_nodes[0][4]:.0f} at {by_nodes[0][0]:.0f} nodes, "
-        f"{by_nodes[-1][4]:.0f} at {by_nodes[-1][0]:.0f} nodes "
-        f"(ratio {by_nodes[-1][4] / by_nodes[0][4]:.2f} for {by_nodes[-1][0] / by_nodes[0][0]:.0f}x the nodes)"
-    )
+    print(f"Per-query lineage cost with column lineage, median of {args.repeat} queries each")
+    print("plan nodes  capture ms  analysis ms  total ms  round trips  columns")
+    for nodes, capture_ms, analysis_ms, total_ms, trips, columns in results:
+        figures = f"{capture_ms:>11.2f} {analysis_ms:>12.2f} {total_ms:>9.2f} {trips:>12.0f} {columns:>8.0f}"
+        print(f"{nodes:>10.0f} {figures}")
+    for row, (size, budget) in zip((results[0], results[-1]), TARGETS_MS.items()):
+        nodes, total_ms = row[0], row[3]
+        verdict = "within" if total_ms <= budget else "OVER"
+        print(f"about {size} nodes ({nodes:.0f}): {total_ms:.1f} ms, {verdict} the {budget:.0f} ms budget")
 
 
 if __name__ == "__main__":

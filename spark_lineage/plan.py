@@ -43,6 +43,9 @@ class Probe:
     kind: ProbeKind = "value"
     keys: frozenset[str] | None = None
     """For ``map`` probes: the keys to keep, in lower case (matched without regard to case, kept as written)."""
+    if_field: str | None = None
+    """Read only when the probed plan node's field of this name holds something (an ``Option`` that is set):
+    the tree already says, so an empty one costs no JVM call."""
 
 
 def probe(path: str, kind: ProbeKind = "value") -> Probe:

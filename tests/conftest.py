@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,23 +8,14 @@ from typing import Any
 
 import pytest
 
+from tests.jars import iceberg_runtime, postgres_jdbc, scala_version, sqlite_jdbc
+from tests.postgres_server import Postgres, PostgresUnavailableError, binaries, postgres_server, run_sql
 from tests.support import LineageReceiver
 
 
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("warehouse")
-
-
-ICEBERG_VERSION = "1.11.0"
-SQLITE_JDBC_VERSION = "3.51.1.0"
-
-
-def iceberg_runtime(pyspark_version: str) -> str:
-    """The Iceberg Spark runtime for a PySpark version (PyPI's pyspark 3.5 is Scala 2.12, 4.x is 2.13)."""
-    spark_line = ".".join(pyspark_version.split(".")[:2])
-    scala = "2.12" if spark_line.startswith("3.") else "2.13"
-    return f"org.apache.iceberg:iceberg-spark-runtime-{spark_line}_{scala}:{ICEBERG_VERSION}"
 
 
 @pytest.fixture(scope="session")
@@ -37,12 +29,13 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite)."""
     pyspark = pytest.importorskip("pyspark")
     pyspark_sql = pytest.importorskip("pyspark.sql")
-    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
+    scala = scala_version(pyspark.__version__)
     packages = [
         # Avro is an external Spark module; Iceberg's runtime and the sqlite JDBC driver come the same way.
         f"org.apache.spark:spark-avro_{scala}:{pyspark.__version__}",
         iceberg_runtime(pyspark.__version__),
-        f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}",
+        sqlite_jdbc(),
+        postgres_jdbc(),
     ]
     catalogs = {
         "spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog",
@@ -69,6 +62,31 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+POSTGRES_TABLES = """
+CREATE TABLE public.orders (id INTEGER, cid INTEGER, amount DOUBLE PRECISION);
+CREATE TABLE public.customers (id INTEGER, name TEXT);
+INSERT INTO public.orders VALUES (1, 1, 10.5), (2, 2, 99.0), (3, 1, 5.0);
+INSERT INTO public.customers VALUES (1, 'ann'), (2, 'bob');
+"""
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres | None]:
+    """A real PostgreSQL server on loopback for the whole run, with tables ``public.orders`` and
+    ``public.customers``; ``None`` where PostgreSQL is not installed, unless SPARK_LINEAGE_REQUIRE_POSTGRES
+    is set (scripts/test installs it and sets that), when its absence fails the run."""
+    try:
+        binaries()
+    except PostgresUnavailableError:
+        if os.environ.get("SPARK_LINEAGE_REQUIRE_POSTGRES"):
+            raise
+        yield None
+        return
+    with postgres_server() as server:
+        run_sql(server, POSTGRES_TABLES)
+        yield server
 
 
 @pytest.fixture()

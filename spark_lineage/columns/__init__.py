@@ -20,7 +20,7 @@ from spark_lineage.columns.graph import BudgetExceededError, ColumnGraph, merge_
 from spark_lineage.columns.operators import link_ctes, rule_for
 from spark_lineage.config import ColumnLineageConfig
 from spark_lineage.handlers import handler_for
-from spark_lineage.handlers.registry import probed
+from spark_lineage.handlers.registry import evaluated_nodes, probed
 from spark_lineage.lineage import AnalysisContext, ColumnLineage, DatasetLineage, InputColumn
 from spark_lineage.plan import CatalystNode
 
@@ -39,7 +39,7 @@ def attach_column_lineage(
     within the budget leaves the outputs without column lineage and says so in ``ctx.errors``."""
     deadline = time.monotonic() + config.budget_millis / 1000
     try:
-        graph = _graph(tree, ctx, deadline)
+        graph = _graph(written or tree, ctx, deadline)
         dataset_sources = graph.dataset_sources()
         for dataset in outputs:
             if dataset.schema is None or len(dataset.schema) > config.schema_size_limit:
@@ -79,12 +79,12 @@ def _graph(tree: CatalystNode, ctx: AnalysisContext, deadline: float) -> ColumnG
 
 
 def _all_plans(tree: CatalystNode) -> list[CatalystNode]:
-    """Every plan node of the query: the tree's, and those of plans its nodes' handlers read beside it (the
-    plan a cache holds)."""
+    """Every plan node that makes the written columns: the plan's, and those of plans its nodes' handlers
+    read beside it (the plan a cache holds)."""
     plans: list[CatalystNode] = []
     pending = [tree]
     while pending:
-        for node in pending.pop().plan_nodes():
+        for node in evaluated_nodes(pending.pop()):
             plans.append(node)
             if node.probed is not None:
                 pending.extend(v for v in node.probed.props.values() if isinstance(v, CatalystNode))

@@ -29,7 +29,7 @@ from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 class SparkTableHandler(NodeHandler):
     """Iceberg's Spark table; probed as the table of a V2 relation, not a plan node of its own."""
 
-    class_names = ("SparkTable",)
+    class_names = ("SparkTable", "StagedSparkTable")
     probes = {
         "location": Probe(("table", "location")),
         "name": Probe(("table", "name")),
@@ -60,9 +60,7 @@ class DataSourceV2RelationHandler(NodeHandler):
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        table: CapturedNode | None = node.get("table")
-        if table is not None and table.simple_name == "RowLevelOperationTable":
-            return []  # the rewritten target of MERGE/UPDATE/DELETE is their output, not an input
+        # The target of MERGE/UPDATE/DELETE is read too (the rows they keep come from it), as the reference says.
         dataset = iceberg_dataset(node, ctx, role="input")
         return [dataset] if dataset else []
 
@@ -82,6 +80,9 @@ class V2WriteHandler(NodeHandler):
 
     lifecycle: str | None = None
     target_field = "table"
+    name_with_catalog = False
+    """Whether the job-name suffix puts the relation's catalog before the table's own name when it has none
+    (openlineage-spark does for appends, not for the other writes)."""
     probes: ClassVar[Mapping[str, Probe]] = {}
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -93,8 +94,21 @@ class V2WriteHandler(NodeHandler):
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        """The table's own name (``ice.db.t`` for a table loaded from catalog ``ice``, ``db.t`` for one a CTAS
+        or RTAS is creating), with the relation's catalog before it where :attr:`name_with_catalog` says."""
         relation = node.probed_field(self.target_field)
-        return _qualified_name(relation) if relation else None
+        if relation is None:
+            return None
+        table: CapturedNode | None = relation.get("table")
+        if table is not None and table.simple_name == "RowLevelOperationTable":
+            table = table.get("table")
+        name = table.get("name") if table is not None else None
+        if not name:
+            return _qualified_name(relation)
+        catalog = relation.get("catalog")
+        if self.name_with_catalog and catalog and not str(name).startswith(f"{catalog}."):
+            return f"{catalog}.{name}"
+        return str(name)
 
 
 @register
@@ -102,6 +116,7 @@ class AppendDataHandler(V2WriteHandler):
     """``INSERT INTO``, ``writeTo().append()``, and the data write of CTAS."""
 
     class_names = ("AppendData",)
+    name_with_catalog = True
 
 
 @register
@@ -135,7 +150,9 @@ class V2TableCommandHandler(NodeHandler):
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
-        return _qualified_name(node)
+        """``db.table``, without the catalog, as the reference names these jobs."""
+        identifier = node.get("identifier")
+        return str(identifier) if identifier else None
 
 
 @register

@@ -46,20 +46,25 @@ _PRUNING = frozenset({"DynamicPruningExpression", "DynamicPruningSubquery"})
 """Filters the optimizer adds to skip files or partitions: their subqueries read nothing the plan does not."""
 
 
-def input_leaves(plan: CatalystNode) -> Iterator[CatalystNode]:
-    """The leaves a plan reads from: through children, and through the plans of subqueries in its
-    expressions; not through plans a node holds for another purpose (a write's target table, a command's
-    query, which their own handlers look at), nor through the optimizer's pruning filters."""
+def evaluated_nodes(plan: CatalystNode) -> Iterator[CatalystNode]:
+    """The plan nodes that run when a plan runs, in pre-order: through children, and through the plans of
+    subqueries in its expressions; not through plans a node holds for another purpose (a write's target
+    table, a command's query or the analyzed copy of it, which their own handlers look at), nor through the
+    optimizer's pruning filters."""
     stack = [plan]
     while stack:
         node = stack.pop()
-        if not node.children:
-            yield node
+        yield node
         subqueries: list[CatalystNode] = []
         for expression in node.sub_nodes():
             if not expression.is_plan:
                 subqueries.extend(_subqueries(expression))
         stack.extend(reversed([*node.children, *subqueries]))
+
+
+def input_leaves(plan: CatalystNode) -> Iterator[CatalystNode]:
+    """The leaves a plan reads from (see :func:`evaluated_nodes`)."""
+    return (node for node in evaluated_nodes(plan) if not node.children)
 
 
 def _subqueries(expression: CatalystNode) -> Iterator[CatalystNode]:

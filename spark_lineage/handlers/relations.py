@@ -29,7 +29,7 @@ class LogicalRelationHandler(NodeHandler):
     class_names = ("LogicalRelation",)
     probes = {
         "relation": Probe(("relation",), "node"),
-        "catalogTable": Probe(("catalogTable", "?"), "node"),
+        "catalogTable": Probe(("catalogTable", "?"), "node", if_field="catalogTable"),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -50,7 +50,7 @@ class FileSourceScanExecHandler(NodeHandler):
     class_names = ("FileSourceScanExec",)
     probes = {
         "relation": Probe(("relation",), "node"),
-        "table": Probe(("tableIdentifier", "?"), "table"),
+        "table": Probe(("tableIdentifier", "?"), "table", if_field="tableIdentifier"),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:

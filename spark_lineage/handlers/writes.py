@@ -19,7 +19,7 @@ class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
     probes = {
         "outputPath": Probe(("outputPath",)),
         "mode": Probe(("mode",)),
-        "catalogTable": Probe(("catalogTable", "?"), "node"),
+        "catalogTable": Probe(("catalogTable", "?"), "node", if_field="catalogTable"),
         "schema": Probe(("query", "schema", "json")),
     }
     reports_write_metrics = True

@@ -72,7 +72,7 @@ class CatalystTreeReader:
             function = self._function(expressions)
             text = str(function.apply(tree))
             if len(text) == _CHUNK_CHARS:
-                builder = self._text_holder.get()
+                builder = self._text_holder.getAndSet(None)
                 length = int(builder.length())
                 if length > max_chars:
                     raise JvmError(f"the plan is {length} characters of text, more than the {max_chars} allowed")
@@ -80,9 +80,7 @@ class CatalystTreeReader:
                     str(builder.substring(start, min(start + _CHUNK_CHARS, length)))
                     for start in range(_CHUNK_CHARS, length, _CHUNK_CHARS)
                 )
-            nodes = self._nodes_holder.get()
-            self._text_holder.set(None)
-            self._nodes_holder.set(None)
+            nodes = self._nodes_holder.getAndSet(None)  # the plan's nodes are ours alone from here
         root = decode(text, self.field_names)
         if not isinstance(root, CatalystNode):
             raise JvmError(f"expected a tree node, read {type(root).__name__}")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, unwrap_option
-from spark_lineage.plan import CapturedNode, Probe
+from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
 ProbeLookup = Callable[[str], Mapping[str, Probe]]
 """Given a simple class name, the probes its handler wants (empty when none)."""
@@ -40,13 +40,16 @@ class ProbeEvaluator:
     def wants(self, simple_class_name: str) -> bool:
         return bool(self._probes_for(simple_class_name))
 
-    def capture(self, obj: Any, class_name: str | None = None) -> CapturedNode:
-        """``obj`` reduced to its class name and the values its class's handler probes. A probe that fails
-        is recorded in ``errors``; the others are still read."""
+    def capture(self, obj: Any, class_name: str | None = None, tree: CatalystNode | None = None) -> CapturedNode:
+        """``obj`` reduced to its class name and the values its class's handler probes; ``tree`` is the plan
+        node ``obj`` is, when it is one. A probe that fails is recorded in ``errors``; the others are still
+        read."""
         class_name = class_name or str(obj.getClass().getName())
-        node = CapturedNode(class_name=class_name)
+        node = CapturedNode(class_name=class_name, tree=tree)
         cache: dict[tuple[str, ...], Any] = {(): obj}
         for name, spec in self._probes_for(node.simple_name).items():
+            if spec.if_field is not None and tree is not None and tree.fields.get(spec.if_field) is None:
+                continue
             try:
                 node.props[name] = self._evaluate(obj, spec, cache)
             except Exception as error:  # noqa: BLE001 - one missing value must not lose the query

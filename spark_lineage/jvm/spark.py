@@ -21,7 +21,7 @@ from typing import Any
 from spark_lineage.jvm.catalyst_tree import CatalystTreeReader, TreeRead
 from spark_lineage.jvm.probes import ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, message, parse_metrics, safe
-from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, simple_class_name
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode
 
 
 @dataclass
@@ -74,18 +74,20 @@ class QueryReader:
         if pending.duration_ns is not None:
             query.start_ms = pending.end_ms - pending.duration_ns // 1_000_000
         plan = self._logical_plan(qe, query)
-        root_class = str(plan.getClass().getName()) if plan is not None else None
-        if root_class is not None and not rules.is_reported(simple_class_name(root_class), pending.func_name):
+        # A logical plan's node name is its class's simple name: one call decides whether to read more.
+        root_name = str(plan.nodeName()) if plan is not None else None
+        if root_name is not None and not rules.is_reported(root_name, pending.func_name):
             return None
         if pending.exception is not None:
             self._read_failure(pending, qe, query)
-        if plan is not None and root_class is not None:
+        if plan is not None and root_name is not None:
             self._rules, self._errors = rules, query.capture_errors
             try:
                 query.tree = self._read_tree(plan, rules, query.capture_errors)
             finally:
                 self._rules, self._errors = None, []
-            self._read_execution(qe, query, rules.wants_metrics(simple_class_name(root_class)))
+            root_class = query.tree.simple_name if query.tree is not None else root_name
+            self._read_execution(qe, query, rules.wants_metrics(root_class))
         # Spark keeps the SQL text a plan was parsed from in its root's origin (the optimized root keeps it).
         query.sql = _guard(
             query,
@@ -126,11 +128,9 @@ class QueryReader:
         for node in read.tree.plan_nodes():
             if self._probes.wants(node.simple_name):
                 try:
-                    probed = self._probes.capture(read.jvm_node(node), node.class_name)
+                    node.probed = self._probes.capture(read.jvm_node(node), node.class_name, node)
                 except Exception as error:  # noqa: BLE001 - the node is reported without its probes
-                    probed = CapturedNode(node.class_name, errors={"node": message(error)})
-                probed.tree = node
-                node.probed = probed
+                    node.probed = CapturedNode(node.class_name, errors={"node": message(error)}, tree=node)
 
     def _nested_tree(self, obj: Any) -> CatalystNode | None:
         """A plan that is not part of the query's tree (a physical plan kept by a cache), read the same way."""
@@ -140,21 +140,34 @@ class QueryReader:
         return self._read_tree(obj, rules, self._errors)
 
     def _cached_plan(self, relation: Any) -> CatalystNode | None:
-        """The logical plan a cached relation (``InMemoryRelation``) holds the data of: the cache manager's
-        entry whose cached representation shares the relation's builder. Spark keeps no link from the
-        relation to it, only to the physical plan, which is read instead when no entry matches."""
+        """The logical plan a cached relation (``InMemoryRelation``) holds the data of.
+
+        Spark keeps no link from the relation to it, only to the physical plan. The cache manager's entry
+        whose cached representation shares the relation's builder has the analyzed plan (what
+        openlineage-spark reads); once the cache is dropped (we read after the query ran, and ``unpersist()``
+        may come first), the physical plan's link to the optimized logical plan it was planned from serves;
+        failing both, the physical plan itself."""
         builder = relation.cacheBuilder()
-        wanted = int(self._classes("java.lang.System").identityHashCode(builder))
+        system = self._classes("java.lang.System")
+        wanted = int(system.identityHashCode(builder))
         manager = self._jsession.sharedState().cacheManager()
         field = manager.getClass().getDeclaredField("cachedData")
         field.setAccessible(True)
         entries = field.get(manager)
         for index in range(int(entries.size())):
             entry = entries.apply(index)
-            candidate = entry.cachedRepresentation().cacheBuilder()
-            if int(self._classes("java.lang.System").identityHashCode(candidate)) == wanted:
+            if int(system.identityHashCode(entry.cachedRepresentation().cacheBuilder())) == wanted:
                 return self._nested_tree(entry.plan())
-        return self._nested_tree(builder.cachedPlan())
+        physical = builder.cachedPlan()
+        node = physical
+        for _ in range(3):  # whole-stage codegen and input adapters wrap the planned node
+            logical = self._probes.option(node.logicalLink())
+            if logical is not None:
+                return self._nested_tree(logical)
+            if int(node.children().size()) != 1:
+                break
+            node = node.children().apply(0)
+        return self._nested_tree(physical)
 
     # --- catalog lookups -----------------------------------------------------------------------------------
 

@@ -448,7 +448,7 @@ def test_session_catalog_iceberg_tables(tmp_path: Path, receiver: LineageReceive
 
     import pyspark
 
-    from tests.conftest import iceberg_runtime
+    from tests.jars import iceberg_runtime
 
     script = tmp_path / "job.py"
     script.write_text(SESSION_CATALOG_JOB)

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from tests.jars import openlineage_spark
 from tests.support import LineageReceiver, app_events, datasets, only_run
 
 pytestmark = pytest.mark.spark
 
-OPENLINEAGE_SPARK_VERSION = "1.53.0"
 JAVA_AGENT = "io.openlineage.spark.agent.OpenLineageSparkListener"
 
 # Neither job imports spark_lineage, and neither calls spark.stop(): the last action's events must still arrive.
@@ -146,16 +146,13 @@ def test_without_lineage_configuration_nothing_is_sent_or_loaded(tmp_path: Path,
 def test_openlineage_spark_java_listener_configured_too_keeps_us_off(tmp_path: Path) -> None:
     import pyspark
 
-    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
     events_file = tmp_path / "events.jsonl"
     confs = {
         "spark.extraListeners": JAVA_AGENT,
         "spark.openlineage.transport.type": "file",
         "spark.openlineage.transport.location": str(events_file),
     }
-    result, _, _ = spark_submit(
-        tmp_path, BUILDER_JOB, confs, packages=f"io.openlineage:openlineage-spark_{scala}:{OPENLINEAGE_SPARK_VERSION}"
-    )
+    result, _, _ = spark_submit(tmp_path, BUILDER_JOB, confs, packages=openlineage_spark(pyspark.__version__))
 
     events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
     producers = {event["producer"] for event in events}

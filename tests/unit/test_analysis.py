@@ -30,7 +30,7 @@ def _session(version: str) -> SessionInfo:
         spark_version=recorded["spark_version"],
         master="local[1]",
         warehouse=recorded["warehouse"],
-        conf={"spark.master": "local[1]", "spark.app.name": "Fixture Recorder"},
+        conf={"spark.master": "local[1]", "spark.app.name": "Fixture Recorder", **recorded.get("conf", {})},
     )
 
 

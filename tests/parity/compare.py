@@ -1,0 +1,284 @@
+"""Compare what openlineage-spark and spark_lineage reported for the same scenario.
+
+Events are reduced to what must agree for a mixed fleet to join into one graph: each run's job name, its
+input and output datasets, and each output's ``columnLineage`` (fields, input fields and transformation
+types and subtypes, and masking; not descriptions, nor order, which the reference does not keep stable). Run
+ids, times and producers are left out. Every difference that remains must be listed, with its reason, in
+``allowed_differences.toml``; the README shows that list under Known differences.
+
+    python -m tests.parity.compare java.json python.json      # print the differences
+    python -m tests.parity.compare --readme                   # the README's Known differences section
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+ALLOWED = Path(__file__).with_name("allowed_differences.toml")
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_START = "<!-- known-differences:start -->"
+README_END = "<!-- known-differences:end -->"
+JOB_TYPES = frozenset({"SQL_JOB", "RDD_JOB"})
+
+Transformations = frozenset[tuple[str, str, bool]]
+Sources = frozenset[tuple[str, str, str, Transformations]]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    job: str
+    inputs: frozenset[tuple[str, str]]
+    outputs: frozenset[tuple[str, str]]
+    columns: tuple[tuple[tuple[str, str], tuple[tuple[str, Sources], ...]], ...]
+    """Per output dataset: per field (``dataset`` for dataset-level lineage), its input columns."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    scenario: str
+    job: str
+    aspect: str
+    detail: str
+    reference: str
+    ours: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.scenario} | {self.job} | {self.aspect} {self.detail}\n"
+            f"    openlineage-spark: {self.reference}\n    spark_lineage:     {self.ours}"
+        )
+
+
+@dataclass(frozen=True)
+class AllowedDifference:
+    """One accepted difference: where it shows (globs), and why it is accepted."""
+
+    aspect: str
+    reason: str
+    scenarios: tuple[str, ...] = ("*",)
+    job: str = "*"
+    detail: str = "*"
+    spark: tuple[str, ...] = ("3.5", "4.1")
+    summary: str = ""
+
+    def matches(self, difference: Difference, spark: str) -> bool:
+        return (
+            spark in self.spark
+            and fnmatch.fnmatchcase(difference.aspect, self.aspect)
+            and any(fnmatch.fnmatchcase(difference.scenario, s) for s in self.scenarios)
+            and fnmatch.fnmatchcase(difference.job, self.job)
+            and fnmatch.fnmatchcase(difference.detail, self.detail)
+        )
+
+
+def load_allowed(path: Path = ALLOWED) -> list[AllowedDifference]:
+    entries = tomllib.loads(path.read_text())["difference"]
+    return [
+        AllowedDifference(
+            aspect=entry["aspect"],
+            reason=" ".join(entry["reason"].split()),
+            scenarios=tuple(entry.get("scenarios", ["*"])),
+            job=entry.get("job", "*"),
+            detail=entry.get("detail", "*"),
+            spark=tuple(entry.get("spark", ["3.5", "4.1"])),
+            summary=" ".join(entry.get("summary", "").split()),
+        )
+        for entry in entries
+    ]
+
+
+# --- reducing events -------------------------------------------------------------------------------------
+
+
+def summarize(events: list[dict[str, Any]]) -> dict[str, list[RunSummary]]:
+    """Runs by job name (in the order they started), with what each read, wrote, and its column lineage."""
+    by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        job_type = ((event.get("job", {}).get("facets") or {}).get("jobType") or {}).get("jobType")
+        if job_type in JOB_TYPES:
+            by_run[event["run"]["runId"]].append(event)
+    runs: dict[str, list[RunSummary]] = defaultdict(list)
+    for run_events in sorted(by_run.values(), key=lambda evs: min(e["eventTime"] for e in evs)):
+        inputs = {(d["namespace"], d["name"]) for e in run_events for d in e.get("inputs") or []}
+        outputs = {(d["namespace"], d["name"]) for e in run_events for d in e.get("outputs") or []}
+        columns: dict[tuple[str, str], tuple[tuple[str, Sources], ...]] = {}
+        for event in run_events:  # the last event that has it wins
+            for dataset in event.get("outputs") or []:
+                facet = (dataset.get("facets") or {}).get("columnLineage")
+                if facet:
+                    columns[(dataset["namespace"], dataset["name"])] = _columns(facet)
+        name = run_events[0]["job"]["name"]
+        runs[name].append(RunSummary(name, frozenset(inputs), frozenset(outputs), tuple(sorted(columns.items()))))
+    return runs
+
+
+def _columns(facet: dict[str, Any]) -> tuple[tuple[str, Sources], ...]:
+    fields = [(name, _sources(value.get("inputFields") or [])) for name, value in (facet.get("fields") or {}).items()]
+    if facet.get("dataset"):
+        fields.append(("dataset", _sources(facet["dataset"])))
+    return tuple(sorted(fields))
+
+
+def _sources(input_fields: Iterable[dict[str, Any]]) -> Sources:
+    merged: dict[tuple[str, str, str], set[tuple[str, str, bool]]] = defaultdict(set)
+    for item in input_fields:
+        key = (item["namespace"], item["name"], item["field"])
+        merged[key].update(
+            (t["type"], t.get("subtype") or "", bool(t.get("masking"))) for t in item.get("transformations") or []
+        )
+    return frozenset((*key, frozenset(value)) for key, value in merged.items())
+
+
+# --- comparing ---------------------------------------------------------------------------------------------
+
+
+def differences(scenario: str, reference: dict[str, Any], ours: dict[str, Any]) -> list[Difference]:
+    found: list[Difference] = []
+    if reference.get("error") or ours.get("error"):
+        found.append(Difference(scenario, "*", "error", "", reference.get("error") or "-", ours.get("error") or "-"))
+    reference_runs, our_runs = summarize(reference["events"]), summarize(ours["events"])
+    for job in sorted(set(reference_runs) | set(our_runs)):
+        theirs, mine = reference_runs.get(job, []), our_runs.get(job, [])
+        if not mine or not theirs:
+            found.append(Difference(scenario, job, "job", "only in one", _describe(theirs), _describe(mine)))
+            continue
+        if len(theirs) != len(mine):
+            found.append(Difference(scenario, job, "runs", "count", str(len(theirs)), str(len(mine))))
+        for their_run, my_run in zip(theirs, mine):
+            found.extend(_compare_runs(scenario, job, their_run, my_run))
+    return found
+
+
+def _describe(runs: list[RunSummary]) -> str:
+    if not runs:
+        return "no such job"
+    return "; ".join(f"reads {sorted(r.inputs)} writes {sorted(r.outputs)}" for r in runs)
+
+
+def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary) -> list[Difference]:
+    found = []
+    for aspect in ("inputs", "outputs"):
+        their_sets, my_sets = getattr(theirs, aspect), getattr(mine, aspect)
+        for dataset in sorted(their_sets ^ my_sets):
+            found.append(
+                Difference(
+                    scenario,
+                    job,
+                    aspect,
+                    f"{dataset[0]} {dataset[1]}",
+                    "yes" if dataset in their_sets else "no",
+                    "yes" if dataset in my_sets else "no",
+                )
+            )
+    their_columns, my_columns = dict(theirs.columns), dict(mine.columns)
+    for dataset in sorted(set(their_columns) | set(my_columns)):
+        their_fields, my_fields = dict(their_columns.get(dataset, ())), dict(my_columns.get(dataset, ()))
+        if dataset not in their_columns or dataset not in my_columns:
+            found.append(
+                Difference(
+                    scenario,
+                    job,
+                    "columnLineage",
+                    "facet",
+                    "present" if dataset in their_columns else "absent",
+                    "present" if dataset in my_columns else "absent",
+                )
+            )
+            continue
+        for name in sorted(set(their_fields) | set(my_fields)):
+            their_sources, my_sources = their_fields.get(name, frozenset()), my_fields.get(name, frozenset())
+            if their_sources != my_sources:
+                found.append(
+                    Difference(
+                        scenario,
+                        job,
+                        "columnLineage",
+                        name,
+                        _render(their_sources - my_sources),
+                        _render(my_sources - their_sources),
+                    )
+                )
+    return found
+
+
+def _render(sources: Sources) -> str:
+    if not sources:
+        return "-"
+    parts = []
+    for _namespace, name, field_name, transformations in sorted(sources):
+        kinds = ",".join(sorted(f"{t}/{s}{'/masked' if m else ''}" for t, s, m in transformations))
+        parts.append(f"{name.rsplit('/', 1)[-1]}.{field_name}[{kinds}]")
+    return " ".join(parts)
+
+
+@dataclass
+class Verdict:
+    unexplained: list[Difference] = field(default_factory=list)
+    explained: list[tuple[Difference, AllowedDifference]] = field(default_factory=list)
+
+
+def judge(found: list[Difference], allowed: list[AllowedDifference], spark: str) -> Verdict:
+    verdict = Verdict()
+    for difference in found:
+        match = next((entry for entry in allowed if entry.matches(difference, spark)), None)
+        if match is None:
+            verdict.unexplained.append(difference)
+        else:
+            verdict.explained.append((difference, match))
+    return verdict
+
+
+# --- README ------------------------------------------------------------------------------------------------
+
+
+def readme_section(allowed: list[AllowedDifference]) -> str:
+    lines = [
+        README_START,
+        "| where | Spark | what differs | why |",
+        "|---|---|---|---|",
+    ]
+    for entry in allowed:
+        where = ", ".join(f"`{s}`" for s in entry.scenarios) if entry.scenarios != ("*",) else "any scenario"
+        spark = ", ".join(entry.spark)
+        lines.append(f"| {where} | {spark} | {entry.summary or entry.aspect} | {entry.reason} |")
+    lines.append(README_END)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("reference", nargs="?", type=Path)
+    parser.add_argument("ours", nargs="?", type=Path)
+    parser.add_argument("--spark", default="3.5")
+    parser.add_argument("--readme", action="store_true", help="print the README's Known differences table")
+    args = parser.parse_args()
+    allowed = load_allowed()
+    if args.readme:
+        print(readme_section(allowed))
+        return
+    reference, ours = json.loads(args.reference.read_text()), json.loads(args.ours.read_text())
+    status = 0
+    for scenario in sorted(set(reference) | set(ours)):
+        found = differences(scenario, reference.get(scenario, {"events": []}), ours.get(scenario, {"events": []}))
+        verdict = judge(found, allowed, args.spark)
+        for difference in verdict.unexplained:
+            status = 1
+            print(difference)
+        for difference, entry in verdict.explained:
+            allowed_as = entry.summary or entry.aspect
+            print(f"(allowed: {allowed_as}) {difference.scenario} {difference.aspect} {difference.detail}")
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Run the parity scenarios in one Spark application, under openlineage-spark's jar (``--agent java``) or under
+spark_lineage (``--agent python``), and write the events each scenario produced as JSON.
+
+    python -m tests.parity.driver --agent java --base /tmp/parity --out java.json [--postgres URL]
+
+Both runs use the same paths, application name and namespace, so that their events compare as they are. A
+scenario's events are those written between its start and the moment every listener has caught up with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tests.jars import iceberg_runtime, openlineage_spark, postgres_jdbc, sqlite_jdbc
+from tests.parity.scenarios import POSTGRES_SCENARIOS, SCENARIOS, Workspace, prepare
+
+APP_NAME = "parity"
+NAMESPACE = "parity"
+JAVA_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+
+
+def session(agent: str, workspace: Workspace, events_file: Path) -> Any:
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    packages = [iceberg_runtime(pyspark.__version__), sqlite_jdbc(), postgres_jdbc()]
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName(APP_NAME)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.warehouse.dir", str(workspace.base / "warehouse"))
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.sql.catalog.ice", "org.apache.iceberg.spark.SparkCatalog")
+        .config("spark.sql.catalog.ice.type", "hadoop")
+        .config("spark.sql.catalog.ice.warehouse", str(workspace.base / "ice"))
+    )
+    if agent == "java":
+        packages.append(openlineage_spark(pyspark.__version__))
+        builder = (
+            builder.config("spark.extraListeners", JAVA_LISTENER)
+            .config("spark.openlineage.transport.type", "file")
+            .config("spark.openlineage.transport.location", str(events_file))
+            .config("spark.openlineage.namespace", NAMESPACE)
+        )
+    spark = builder.config("spark.jars.packages", ",".join(packages)).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run(agent: str, workspace: Workspace, only: set[str] | None) -> dict[str, Any]:
+    shutil.rmtree(workspace.base, ignore_errors=True)
+    workspace.base.mkdir(parents=True)
+    events_file = workspace.base / "events.jsonl"
+    spark = session(agent, workspace, events_file)
+    prepare(spark, workspace)
+    handle = None
+    if agent == "python":
+        import spark_lineage
+
+        handle = spark_lineage.enable(
+            spark, namespace=NAMESPACE, transport={"type": "file", "location": str(events_file)}
+        )
+
+    def caught_up() -> list[str]:
+        if handle is not None:
+            handle.flush(120)
+        else:
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(120_000)
+        return events_file.read_text().splitlines() if events_file.exists() else []
+
+    results: dict[str, Any] = {}
+    for name, scenario in SCENARIOS.items():
+        if (only and name not in only) or (name in POSTGRES_SCENARIOS and workspace.postgres_url is None):
+            continue
+        before = len(caught_up())
+        error = None
+        try:
+            scenario(spark, workspace)
+        except Exception:  # noqa: BLE001 - recorded: the comparison says which agent could not run it
+            error = traceback.format_exc(limit=3)
+        lines = caught_up()[before:]
+        results[name] = {"events": [json.loads(line) for line in lines if line.strip()], "error": error}
+    if handle is not None:
+        handle.disable(timeout=60)
+    spark.stop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agent", choices=("java", "python"), required=True)
+    parser.add_argument("--base", type=Path, required=True, help="working directory (emptied first)")
+    parser.add_argument("--out", type=Path, required=True, help="where the events go, as JSON")
+    parser.add_argument("--postgres", help="a PostgreSQL JDBC URL with the scenario tables")
+    parser.add_argument("--only", help="comma-separated scenario names")
+    args = parser.parse_args()
+    workspace = Workspace(args.base.resolve(), args.postgres)
+    only = set(args.only.split(",")) if args.only else None
+    args.out.write_text(json.dumps(run(args.agent, workspace, only), indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
