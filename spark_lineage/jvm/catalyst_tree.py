@@ -16,8 +16,11 @@ values) is read as its class name only, so neither large values nor secrets cros
 
 The text, one token per value:
 
-- ``{cls;`` fields ``|`` children ``}``: a plan node; its plan-valued fields read ``P``;
+- ``{cls;hash;@<id>:<n>:<name>...;`` fields ``|`` ``hash;``... ``}``: a plan node: its class, identity hash,
+  output columns (expression id and name), its constructor parameters, then the identity hashes of its
+  children (which are among those parameters);
 - ``(cls;`` [``#id;``] fields ``)``: any other tree node (an expression), with its ``exprId`` if it has one;
+  ``x`` when only the plan's shape is read;
 - ``[`` values ``]``: a Scala sequence; ``<`` values ``>``: a Scala tuple; ``N``: ``null`` or ``None``;
 - ``s<n>:<text>``: a string of ``n`` code points; ``v<text>;``: a number or boolean; ``e<id>;``: an
   ``ExprId``; ``E<name>;``: a Java enum constant; ``o<cls>;``: anything else;
@@ -442,8 +445,8 @@ class _WalkBuilder:
 
     def build(self, max_chars: int, holder: Any, nodes: Any, *, expressions: bool) -> Any:
         """A ``java.util.function.Function`` from a tree node to the first piece of its text (the whole
-        ``StringBuilder`` goes into ``holder``). Every plan node met is added to ``nodes`` in the order it is
-        written, so that Python can ask for any of them afterwards. Without ``expressions``, expressions are
+        ``StringBuilder`` goes into the ``holder`` reference). Every plan node met is added, in the order it
+        is written, to a new list the ``nodes`` reference holds, so that Python can ask for any of them. Without ``expressions``, expressions are
         written as ``x`` and plan nodes without their output: the plan's shape only, for plans too large to
         read whole."""
         walk_type = self._method_type(self.VOID, self.OBJ, self.SB)

@@ -4,12 +4,12 @@ and written by append and overwrite, named as openlineage-spark names them, with
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.parity.scenarios import write_shop_database
 from tests.postgres_server import Postgres
 from tests.support import LineageReceiver, dataset, datasets, only_run, runs_by_job
 
@@ -20,15 +20,7 @@ SECRET = "s3cret-Passw0rd"
 
 def _shop(tmp_path: Path) -> Path:
     path = tmp_path / "shop.db"
-    with sqlite3.connect(path) as db:
-        db.executescript(
-            "CREATE TABLE orders (id INTEGER, cid INTEGER, amount REAL);"
-            "CREATE TABLE customers (id INTEGER, name TEXT);"
-            "INSERT INTO orders VALUES (1, 1, 10.5), (2, 2, 99.0), (3, 1, 5.0);"
-            "INSERT INTO customers VALUES (1, 'ann'), (2, 'bob');"
-            # Spark 4.1 cannot append to a sqlite table that does not exist yet (its existence check fails).
-            "CREATE TABLE big_orders (id INTEGER, name TEXT);"
-        )
+    write_shop_database(path)
     return path
 
 

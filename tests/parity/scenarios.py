@@ -56,7 +56,12 @@ def prepare(spark: Any, workspace: Workspace) -> None:
     ).write.mode("overwrite").parquet(str(workspace.base / "s"))
     for name in ("t1", "t2", "s"):
         spark.read.parquet(str(workspace.base / name)).createOrReplaceTempView(name)
-    with sqlite3.connect(workspace.base / "shop.db") as db:
+    write_shop_database(workspace.base / "shop.db")
+
+
+def write_shop_database(path: Path) -> None:
+    """A sqlite database with tables ``orders``, ``customers`` and an empty ``big_orders``."""
+    with sqlite3.connect(path) as db:
         db.executescript(
             "CREATE TABLE orders (id INTEGER, cid INTEGER, amount REAL);"
             "CREATE TABLE customers (id INTEGER, name TEXT);"

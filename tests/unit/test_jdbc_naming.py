@@ -3,9 +3,19 @@ its JdbcDatasetUtils), and no credential or connection parameter anywhere."""
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
+import pytest
+from openlineage.client.serde import Serde
+
+from spark_lineage.analysis import analyze
+from spark_lineage.config import ColumnLineageConfig, LineageConfig
+from spark_lineage.events import EventBuilder
+from spark_lineage.lineage import AnalysisContext
 from spark_lineage.naming import DatasetIdentifier, jdbc_dataset
+from spark_lineage.plan import CapturedQuery, SessionInfo
+from tests.support import validate_event
 
 AS_THE_REFERENCE_NAMES_THEM = [
     # PostgreSQL: postgres://host:port, the URL's database before the table's parts, no default schema added.
@@ -138,3 +148,39 @@ def test_derby_is_a_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     assert jdbc_dataset("jdbc:derby:;databaseName=../parent/path", "schema.table1") == DatasetIdentifier(
         "file:/some/parent/path", "schema.table1"
     )
+
+
+CREDENTIALED_URLS = [
+    (
+        "jdbc:postgresql://alice:s3cret@db.example.com:5432/shop?user=alice&password=s3cret",
+        "postgres://db.example.com:5432",
+    ),
+    ("jdbc:mysql://alice:s3cret@db.example.com/shop?password=s3cret", "mysql://db.example.com:3306"),
+    (
+        "jdbc:sqlserver://db.example.com:1433;databaseName=shop;user=alice;password=s3cret",
+        "sqlserver://db.example.com:1433",
+    ),
+]
+
+
+@pytest.mark.parametrize(("url", "namespace"), CREDENTIALED_URLS)
+@pytest.mark.parametrize("fixture", ["cl_jdbc_read_table", "cl_jdbc_write_append_and_overwrite-1"])
+def test_no_credential_reaches_an_event(url: str, namespace: str, fixture: str) -> None:
+    """A recorded JDBC read and JDBC save, their URL swapped for one that carries a user and a password: the
+    events name the database, and neither the password nor the user appears anywhere in them."""
+    plans = Path(__file__).parent.parent / "fixtures" / "plans" / "spark-3.5"
+    recorded = (
+        (plans / f"{fixture}.json")
+        .read_text()
+        .replace('"jdbc:sqlite:/tmp/spark-lineage-fixtures/parity/shop.db"', json.dumps(url))
+    )
+    assert "s3cret" in recorded
+    query = CapturedQuery.from_dict(json.loads(recorded))
+    session = SessionInfo("app", "local-1", "3.5.9", "local[1]", None)
+    lineage = analyze(query, AnalysisContext(session=session), ColumnLineageConfig())
+    events = EventBuilder(LineageConfig(), session, "01930000-0000-7000-8000-000000000000").query_events(query, lineage)
+    text = "".join(Serde.to_json(event) for event in events)
+    for event in events:
+        validate_event(json.loads(Serde.to_json(event)))
+    assert "s3cret" not in text and "alice" not in text
+    assert namespace in {d.identifier.namespace for d in [*lineage.inputs, *lineage.outputs]}
