@@ -87,8 +87,30 @@ def summarize(events_file: Path) -> str:
             continue
         lines.append(f"job {event['job']['namespace']}/{event['job']['name']} ({event['eventType']})")
         lines.extend(f"    reads   {_describe(d)}" for d in event["inputs"])
-        lines.extend(f"    writes  {_describe(d)}" for d in event["outputs"])
+        for output in event["outputs"]:
+            lines.append(f"    writes  {_describe(output)}")
+            lines.extend(_columns(output))
     return "\n".join(lines)
+
+
+def _columns(dataset: dict[str, Any]) -> list[str]:
+    """Each written column's sources, and what the whole output depends on, from ``columnLineage``."""
+    facet = dataset.get("facets", {}).get("columnLineage")
+    if not facet:
+        return []
+
+    def sources(input_fields: list[dict[str, Any]]) -> str:
+        return ", ".join(
+            f"{item['name'].rstrip('/').rsplit('/', 1)[-1]}.{item['field']} "
+            f"({', '.join(t.get('subtype', t['type']).lower() for t in item.get('transformations') or [])})"
+            for item in input_fields
+        )
+
+    width = max(len(name) for name in facet["fields"])
+    lines = [f"      {name:<{width}} <- {sources(value['inputFields'])}" for name, value in facet["fields"].items()]
+    if facet.get("dataset"):
+        lines.append(f"      {'(rows)':<{width}} <- {sources(facet['dataset'])}")
+    return lines
 
 
 def _describe(dataset: dict[str, Any]) -> str:

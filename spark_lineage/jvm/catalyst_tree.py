@@ -446,9 +446,9 @@ class _WalkBuilder:
     def build(self, max_chars: int, holder: Any, nodes: Any, *, expressions: bool) -> Any:
         """A ``java.util.function.Function`` from a tree node to the first piece of its text (the whole
         ``StringBuilder`` goes into the ``holder`` reference). Every plan node met is added, in the order it
-        is written, to a new list the ``nodes`` reference holds, so that Python can ask for any of them. Without ``expressions``, expressions are
-        written as ``x`` and plan nodes without their output: the plan's shape only, for plans too large to
-        read whole."""
+        is written, to a new list the ``nodes`` reference holds, so that Python can ask for any of them.
+        Without ``expressions``, expressions are written as ``x`` and plan nodes without their output: the
+        plan's shape only, for plans too large to read whole."""
         walk_type = self._method_type(self.VOID, self.OBJ, self.SB)
         site = self._classes("java.lang.invoke.MutableCallSite")(walk_type)
         walk = site.dynamicInvoker()

@@ -35,6 +35,13 @@ def test_demo_runs_and_summarizes_its_lineage(tmp_path: Path) -> None:
         f"    writes  file:{workdir}/clean/orders  [4 rows," in out
     )
     assert (
+        "      amount      <- orders.csv.amount (identity)\n"
+        "      customer_id <- orders.csv.customer_id (identity)\n"
+        "      order_id    <- orders.csv.order_id (identity)\n"
+        "      (rows)      <- orders.csv.amount (filter), orders.csv.status (filter)\n" in out
+    )
+    assert "      revenue <- orders.amount (aggregation)\n" in out
+    assert (
         f"    reads   file:{workdir}/clean/orders\n    reads   file:{workdir}/raw/customers.csv\n"
         f"    writes  file:{workdir}/warehouse/revenue_by_city  (table default.revenue_by_city)" in out
     )
