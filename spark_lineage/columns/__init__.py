@@ -36,7 +36,7 @@ def attach_column_lineage(
 ) -> None:
     """Give each output dataset with a schema its column lineage. ``written`` is the plan whose columns are
     written when it is not the tree's root (see ``NodeHandler.written_plan``). A plan that cannot be analyzed
-    within the budget leaves the outputs without column lineage and says so in ``ctx.errors``."""
+    within the budget, or at all, leaves the outputs without column lineage and says so in ``ctx.errors``."""
     deadline = time.monotonic() + config.budget_millis / 1000
     try:
         graph = _graph(written or tree, ctx, deadline)
@@ -61,6 +61,8 @@ def attach_column_lineage(
                 dataset.column_lineage = ColumnLineage(merged)
     except BudgetExceededError as error:
         ctx.errors.append(f"column lineage: {error}; the datasets are reported without it")
+    except Exception as error:  # noqa: BLE001 - a plan no rule foresaw must not cost the query its datasets
+        ctx.errors.append(f"column lineage failed ({error!r}); the datasets are reported without it")
 
 
 def _graph(tree: CatalystNode, ctx: AnalysisContext, deadline: float) -> ColumnGraph:

@@ -33,6 +33,7 @@ class SparkTableHandler(NodeHandler):
     probes = {
         "location": Probe(("table", "location")),
         "name": Probe(("table", "name")),
+        "connectorName": Probe(("name",)),
         "format": Probe(("properties", "get(format)")),
         "snapshotId": Probe(("snapshotId",)),
         "currentSnapshotId": Probe(("table", "currentSnapshot", "snapshotId")),
@@ -57,6 +58,7 @@ class DataSourceV2RelationHandler(NodeHandler):
         "table": Probe(("table",), "node"),
         "catalog": Probe(("catalog", "?", "name")),
         "identifier": Probe(("identifier", "?", "toString")),
+        "name": Probe(("name",)),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -81,8 +83,8 @@ class V2WriteHandler(NodeHandler):
     lifecycle: str | None = None
     target_field = "table"
     name_with_catalog = False
-    """Whether the job-name suffix puts the relation's catalog before the table's own name when it has none
-    (openlineage-spark does for appends, not for the other writes)."""
+    """Whether the job-name suffix is the connector table's name with the relation's catalog before it
+    (openlineage-spark names appends so), rather than the relation's own name (the other writes)."""
     probes: ClassVar[Mapping[str, Probe]] = {}
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -94,21 +96,20 @@ class V2WriteHandler(NodeHandler):
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
-        """The table's own name (``ice.db.t`` for a table loaded from catalog ``ice``, ``db.t`` for one a CTAS
-        or RTAS is creating), with the relation's catalog before it where :attr:`name_with_catalog` says."""
+        """As openlineage-spark names V2 writes: the relation's name as Spark gives it (``table.name()`` on
+        Spark 3.5, ``catalog.identifier`` on 4.x); for appends (see :attr:`name_with_catalog`) the connector
+        table's name with the relation's catalog before it when it has none."""
         relation = node.probed_field(self.target_field)
         if relation is None:
             return None
+        if not self.name_with_catalog:
+            return str(relation.get("name") or _qualified_name(relation) or "") or None
         table: CapturedNode | None = relation.get("table")
-        if table is not None and table.simple_name == "RowLevelOperationTable":
-            table = table.get("table")
-        name = table.get("name") if table is not None else None
+        name = (table.get("connectorName") or table.get("name")) if table is not None else None
         if not name:
             return _qualified_name(relation)
         catalog = relation.get("catalog")
-        if self.name_with_catalog and catalog and not str(name).startswith(f"{catalog}."):
-            return f"{catalog}.{name}"
-        return str(name)
+        return f"{catalog}.{name}" if catalog and not str(name).startswith(f"{catalog}.") else str(name)
 
 
 @register

@@ -6,6 +6,7 @@ openlineage-spark itself."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,8 @@ def _render(sources: list[ColumnSource]) -> list[str]:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
 def test_column_lineage_of_each_plan_shape(version: str, scenario: str) -> None:
+    if scenario.startswith("jdbc_read_query"):
+        pytest.importorskip("openlineage_sql", reason="parsing JDBC queries needs the spark extra")
     lineage = _analyze(version, scenario)
     (output,) = lineage.outputs
     assert output.column_lineage is not None, lineage.errors
@@ -227,3 +230,32 @@ def test_a_plan_over_the_budget_keeps_its_datasets_and_says_so(version: str) -> 
     assert lineage.inputs and lineage.errors == [
         "column lineage: the column lineage time budget ran out; the datasets are reported without it"
     ]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_plan_no_rule_foresaw_keeps_its_datasets_and_says_so(version: str) -> None:
+    query = CapturedQuery.from_dict(json.loads((PLANS / version / "cl_case_when_if_coalesce.json").read_text()))
+    assert query.tree is not None
+    for node in query.tree.walk():
+        if node.simple_name == "CaseWhen":
+            node.fields = {**node.fields, "branches": ["not a (condition, value) pair"]}
+    lineage = analyze(query, AnalysisContext(session=_session(version)), ColumnLineageConfig())
+    (output,) = lineage.outputs
+    assert output.column_lineage is None and len(lineage.inputs) == 2
+    assert lineage.errors == [
+        "column lineage failed (ValueError('too many values to unpack (expected 2)')); "
+        "the datasets are reported without it"
+    ]
+
+
+def test_without_the_sql_parser_a_jdbc_query_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_lineage.handlers import jdbc
+
+    monkeypatch.setitem(sys.modules, "openlineage_sql", None)  # what `import` meets when it is not installed
+    jdbc._jdbc_read.cache_clear()
+    try:
+        lineage = _analyze(VERSIONS[0], "jdbc_read_query")
+    finally:
+        jdbc._jdbc_read.cache_clear()
+    assert lineage.inputs == [] and lineage.outputs
+    assert lineage.errors == ["reading a JDBC query needs openlineage-sql (pip install 'spark-lineage[spark]')"]

@@ -130,6 +130,18 @@ def test_disabled_switches(monkeypatch: pytest.MonkeyPatch) -> None:
             {"python.filterReadOnlyActions": "sometimes"},
             "spark.openlineage.python.filterReadOnlyActions='sometimes' is not a boolean; accepted values: true, false",
         ),
+        (
+            {"columnLineage.datasetLineageEnabled": "maybe"},
+            "spark.openlineage.columnLineage.datasetLineageEnabled='maybe' is not a boolean",
+        ),
+        (
+            {"columnLineage.schemaSizeLimit": "lots"},
+            "spark.openlineage.columnLineage.schemaSizeLimit='lots' is not valid; accepted values: integers >= 0",
+        ),
+        (
+            {"python.columnLineage.budgetMillis": "-5"},
+            "spark.openlineage.python.columnLineage.budgetMillis='-5' is not valid",
+        ),
     ],
 )
 def test_invalid_values_name_the_key_and_what_it_accepts(conf: dict[str, str], message: str) -> None:
