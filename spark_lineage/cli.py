@@ -31,7 +31,30 @@ def main(argv: list[str] | None = None) -> int:
         help="a Spark conf, as given to spark-submit (repeatable)",
     )
     doctor.add_argument("--no-backend-check", action="store_true", help="do not contact the configured backend")
+    replay = commands.add_parser(
+        "replay",
+        help="deliver the lineage events waiting in the spool (left by a backend that was down or slow)",
+    )
+    replay.add_argument("--spool", type=Path, help="the spool directory (default: $SPARK_LINEAGE_SPOOL_DIR, else "
+                        "the user's state directory)")  # fmt: skip
+    replay.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a spark.openlineage.transport.* conf naming where to send (repeatable); without one, the "
+        "openlineage-python configuration (openlineage.yml, OPENLINEAGE_URL) or each event's own destination",
+    )
+    replay.add_argument("--timeout", type=float, default=60.0, help="seconds to keep trying each backend")
     args = parser.parse_args(argv)
+
+    if args.command == "replay":
+        from spark_lineage.delivery.cli import replay_command
+
+        bad = [item for item in args.conf if "=" not in item]
+        if bad:
+            parser.error(f"--conf expects KEY=VALUE, got {bad[0]!r}")
+        return replay_command(args.spool, dict(item.split("=", 1) for item in args.conf), args.timeout)
 
     if args.command == "doctor":
         from spark_lineage import doctor as doctor_module

@@ -84,6 +84,12 @@ class LineageConfig:
     enabled: bool = False
     """``spark.openlineage.enabled``: turns lineage on from configuration alone; see :func:`auto_activation`."""
     iceberg_metrics_reporter_disabled: bool = False
+    spool_dir: str | None = None
+    """``python.spool.dir`` (or ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory)."""
+    spool_disabled: bool = False
+    """``python.spool.disabled``: events are held in memory only, and lost with the process."""
+    spool_max_bytes: int = 256 * 1024 * 1024
+    """``python.spool.maxBytes``: when full, the oldest query-run events are dropped first."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     unknown_keys: tuple[str, ...] = field(default=())
@@ -263,6 +269,9 @@ def _parse(flat: dict[str, Any]) -> LineageConfig:
         enabled=_bool_key(flat, known, "enabled", False),
         iceberg_metrics_reporter_disabled=_bool_key(flat, known, "vendors.iceberg.metricsReporterDisabled", False),
         column_lineage=column_lineage,
+        spool_dir=_opt_str(take("python.spool.dir")),
+        spool_disabled=_bool_key(flat, known, "python.spool.disabled", False),
+        spool_max_bytes=_int_key(flat, known, "python.spool.maxBytes", 256 * 1024 * 1024, minimum=1),
         unknown_keys=tuple(sorted(k for k in flat if k not in known)),
     )
     return config

@@ -3,9 +3,10 @@
 Threads involved, and what each may do:
 
 - Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, which only queues;
-- the *analysis* worker reads the JVM (through the bridge), analyzes, and builds events;
-- the *delivery* worker hands events to the openlineage-python client, one at a time, so the events of a
-  run reach the backend in order and a slow backend never holds up analysis.
+- the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
+  spool (:mod:`spark_lineage.delivery`);
+- the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
+  backend never holds up analysis and loses nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 
 from spark_lineage import analysis, handlers, naming
 from spark_lineage.config import LineageConfig
+from spark_lineage.delivery import Delivery, open_spool
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.jvm import (
     CaptureRules,
@@ -114,9 +116,7 @@ class LineageRuntime:
         self.analysis_worker: BoundedWorker[PendingQuery | PendingReport | Callable[[], object]] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
         )
-        self.delivery_worker: BoundedWorker[RunEvent] = BoundedWorker(
-            "spark_lineage-delivery", self._deliver, config.queue_size * 2, self.errors
-        )
+        self.delivery = Delivery(client, open_spool(config), self.errors)
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
         columns = config.column_lineage
         self._capture_rules = CaptureRules(
@@ -133,7 +133,7 @@ class LineageRuntime:
     # --- lifecycle -----------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.delivery_worker.submit(self.events.application_event(RunState.START, self.started_ms))
+        self.delivery.submit(self.events.application_event(RunState.START, self.started_ms))
         self.bridge.register_listener(self.listener)
         self.active = True
         if not self.config.iceberg_metrics_reporter_disabled:
@@ -156,7 +156,7 @@ class LineageRuntime:
         if self.active:
             self.bridge.drain_listener_bus(deadline.millis())
         analyzed = self.analysis_worker.flush(deadline.seconds())
-        delivered = self.delivery_worker.flush(deadline.seconds())
+        delivered = self.delivery.flush(deadline.seconds())
         return analyzed and delivered
 
     def shutdown(
@@ -185,11 +185,10 @@ class LineageRuntime:
         except Exception as exc:  # noqa: BLE001
             self.errors.report("restoring Iceberg metrics reporters", exc)
         self.analysis_worker.close(deadline.seconds())
-        self.delivery_worker.submit(
-            self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
-        )
-        self.delivery_worker.close(deadline.seconds())
-        lost = self.analysis_worker.dropped + self.delivery_worker.dropped
+        # Spooled before anything is sent: a replay delivers the ending even if the process dies mid-send.
+        self.delivery.submit(self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack))
+        self.delivery.close(deadline.seconds())
+        lost = self.analysis_worker.dropped
         if lost:
             log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
         try:
@@ -233,7 +232,7 @@ class LineageRuntime:
         for event in self.events.query_events(query, lineage):
             if event.eventType in (RunState.COMPLETE, RunState.FAIL):
                 _recent_runs.append(RunSummary.of(event))
-            self.delivery_worker.submit(event)
+            self.delivery.submit(event)
 
     def _keep_iceberg_report(self, pending: PendingReport) -> None:
         """Hold an Iceberg report for the query that caused it: Iceberg reports during the query, Spark calls
@@ -252,12 +251,6 @@ class LineageRuntime:
         del waiting[:-_REPORTS_KEPT_PER_TABLE]
         while len(store) > _TABLES_WITH_REPORTS_KEPT:
             store.pop(next(iter(store)))
-
-    def _deliver(self, event: RunEvent) -> None:
-        try:
-            self.client.emit(event)
-        except Exception as exc:  # noqa: BLE001 - a backend that is down must not fail the job
-            self.errors.report("delivering an event", exc)
 
     def _record(self, query: CapturedQuery) -> None:
         if not self._record_dir:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,9 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     yield session
     session.stop()
 
+
+# Every test run, and every process it starts, spools its lineage events in a directory of its own.
+os.environ["SPARK_LINEAGE_SPOOL_DIR"] = tempfile.mkdtemp(prefix="spark-lineage-test-spool-")
 
 POSTGRES_TABLES = """
 CREATE TABLE public.orders (id INTEGER, cid INTEGER, amount DOUBLE PRECISION);

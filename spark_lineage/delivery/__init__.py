@@ -1,0 +1,124 @@
+"""Getting events to the backend without losing them and without holding up the job.
+
+- :mod:`~spark_lineage.delivery.spool`: the durable spool every event goes into before it is sent;
+- :mod:`~spark_lineage.delivery.sender`: the thread that sends what the spool holds, with one backoff per
+  backend;
+- :mod:`~spark_lineage.delivery.payloads`: events as the spool stores them;
+- :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, and how it is made to
+  leave retries to the spool;
+- :mod:`~spark_lineage.delivery.replay`: sending what earlier processes left (``spark-lineage replay``).
+
+:class:`Delivery` is what both engines (a Spark session's lineage, ``iceberg_facets``) hand their events to.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spark_lineage.delivery.payloads import Event, to_payload
+from spark_lineage.delivery.sender import Sender
+from spark_lineage.delivery.spool import Spool, default_spool_dir
+from spark_lineage.delivery.transports import describe, leave_retries_to_the_spool
+from spark_lineage.worker import ErrorLog
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+
+    from spark_lineage.config import LineageConfig
+
+log = logging.getLogger("spark_lineage")
+
+__all__ = ["Delivery", "Spool", "open_spool"]
+
+
+def open_spool(config: LineageConfig) -> Spool:
+    """The spool the configuration names: ``python.spool.dir``, ``$SPARK_LINEAGE_SPOOL_DIR``, or the user's
+    state directory; in memory with ``python.spool.disabled=true``."""
+    if config.spool_disabled:
+        return Spool(None, config.spool_max_bytes)
+    directory = Path(config.spool_dir).expanduser() if config.spool_dir else default_spool_dir()
+    return Spool(directory, config.spool_max_bytes)
+
+
+class Delivery:
+    """Spools each event, then sends it from a background thread; whatever cannot be sent stays spooled."""
+
+    def __init__(self, client: OpenLineageClient, spool: Spool, errors: ErrorLog) -> None:
+        self.client = client
+        self.spool = spool
+        self._errors = errors
+        transport = client.transport
+        self.enabled = transport is not None and getattr(transport, "kind", None) != "noop"
+        self.destination, settings = describe(transport)
+        if not self.enabled:
+            return
+        leave_retries_to_the_spool(transport)
+        spool.remember_destination(self.destination, json.dumps(settings, sort_keys=True))
+        self.sender = Sender(spool, self.destination, transport, errors)
+
+    def submit(self, event: Event) -> None:
+        """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""
+        if not self.enabled:
+            return
+        try:
+            prepared = prepare(self.client, event)
+            if prepared is None:
+                return
+            payload = to_payload(prepared)
+            dropped = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
+        except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
+            self._errors.report("spooling an event", error)
+            return
+        if dropped.count:
+            log.warning(
+                "spark_lineage: the lineage spool at %s is full (python.spool.maxBytes=%d): dropped the %d oldest "
+                "query-run events (jobs %s); application-run events are kept",
+                self.spool.location,
+                self.spool.max_bytes,
+                dropped.count,
+                ", ".join(sorted(dropped.jobs)),
+            )
+        self.sender.wake()
+
+    def flush(self, timeout: float | None) -> bool:
+        return self.sender.flush(timeout) if self.enabled else True
+
+    def close(self, timeout: float | None) -> bool:
+        """Send what can be sent within ``timeout``; say, in one line, what stays in the spool and how to send
+        it later."""
+        if not self.enabled:
+            return True
+        delivered = self.sender.close(timeout)
+        if not delivered:
+            left = self.spool.pending(self.destination)
+            if left.count:
+                where = self.spool.path
+                jobs = ", ".join(left.jobs[:5]) + (f" and {len(left.jobs) - 5} more" if len(left.jobs) > 5 else "")
+                log.warning(
+                    "spark_lineage: %d lineage events (jobs %s) could not be delivered to %s and wait in %s; %s",
+                    left.count,
+                    jobs,
+                    self.destination,
+                    self.spool.location,
+                    f"deliver them with: spark-lineage replay --spool {where}"
+                    if where is not None
+                    else "the spool is in memory (python.spool.disabled=true): they are lost",
+                )
+        return delivered
+
+
+def prepare(client: OpenLineageClient, event: Event) -> Event | None:
+    """What openlineage-python's client does to an event before its transport sends it (environment and tag
+    facets, source location, dataset-name reduction, filters), done once, before the event is spooled."""
+    for step in ("add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet"):
+        method = getattr(client, step, None)
+        if method is not None:
+            event = method(event)
+    if client.config.dataset.reducing_enabled and hasattr(client, "reduce_datasets"):
+        event = client.reduce_datasets(event)  # type: ignore[assignment]  # it keeps the event's class
+    if getattr(client, "_filters", None) and client.filter_event(event) is None:
+        return None
+    return event

@@ -1,0 +1,67 @@
+"""``spark-lineage replay``: the command line around :func:`spark_lineage.delivery.replay.replay`."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from spark_lineage.delivery.replay import replay
+from spark_lineage.delivery.spool import SPOOL_FILE, Spool, default_spool_dir
+
+
+def replay_command(directory: Path | None, confs: Mapping[str, str], timeout: float) -> int:
+    """Deliver the spool's events; print what was sent and what is left. 0 when nothing is left."""
+    if not math.isfinite(timeout) or timeout < 0:
+        print(
+            f"spark-lineage replay: --timeout={timeout} is not valid; accepted: a number of seconds >= 0",
+            file=sys.stderr,
+        )
+        return 2
+    where = (directory or default_spool_dir()).expanduser()
+    if not (where / SPOOL_FILE).is_file():
+        print(f"spark-lineage replay: no spool at {where} (nothing was ever left to deliver there)")
+        return 0
+    try:
+        transport = _configured_transport(confs)
+    except Exception as error:  # noqa: BLE001 - a configuration that cannot work is reported, not raised
+        print(f"spark-lineage replay: {error}", file=sys.stderr)
+        return 2
+    spool = Spool(where)
+    before = spool.pending()
+    result = replay(spool, transport, timeout)
+    spool.close()
+    print(f"spark-lineage replay: {result.sent} of {before.count} events delivered from {where}", end="")
+    if result.left:
+        jobs = ", ".join(result.jobs_left[:5]) + (" and more" if len(result.jobs_left) > 5 else "")
+        print(f"; {result.left} left (jobs {jobs}): the backend did not take them, try again later")
+        return 1
+    print()
+    return 0
+
+
+def _configured_transport(confs: Mapping[str, str]) -> Any | None:
+    """The transport ``--conf`` keys or openlineage-python's own configuration name; ``None`` when neither
+    names one (then each event's own destination is used)."""
+    from spark_lineage import config
+
+    spark_keys = {key: value for key, value in confs.items() if key.startswith(config.CONF_PREFIX)}
+    if spark_keys:
+        settings = config.resolve(spark_keys)
+        if settings.transport is not None:
+            return settings.create_client().transport
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.transport import get_default_factory
+    from openlineage.client.transport.noop import NoopConfig, NoopTransport
+
+    # A client with a transport given reads openlineage.yml and OPENLINEAGE__* without resolving (and
+    # announcing) a fallback transport of its own.
+    own = OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport or {}
+    if own.get("type"):
+        return get_default_factory().create(own)
+    if os.environ.get("OPENLINEAGE_URL"):
+        return OpenLineageClient().transport
+    return None

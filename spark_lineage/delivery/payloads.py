@@ -1,0 +1,100 @@
+"""Events as the spool stores them: their JSON, exactly as it will be sent, and back.
+
+The JSON is made once, when the event is spooled, after openlineage-python's client has done what it does to
+every event (environment and tag facets, dataset-name reduction, filters), so that an event replayed by
+another process is the event this one would have sent, with its original times and run id.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Union
+
+from openlineage.client.event_v2 import (
+    DatasetEvent,
+    InputDataset,
+    Job,
+    JobEvent,
+    OutputDataset,
+    Run,
+    RunEvent,
+    RunState,
+    StaticDataset,
+)
+from openlineage.client.serde import Serde
+
+Event = Union[RunEvent, DatasetEvent, JobEvent]
+
+APPLICATION_JOB_TYPE = "APPLICATION"
+
+
+@dataclass(frozen=True)
+class Payload:
+    """An event's JSON and what the spool files it under."""
+
+    json: str
+    run_id: str
+    job: str
+    application: bool
+    """An application run's event (``jobType`` APPLICATION): kept when a full spool drops query events."""
+
+
+def to_payload(event: Event) -> Payload:
+    text = Serde.to_json(event)
+    data = json.loads(text)
+    job = data.get("job") or {}
+    job_type = ((job.get("facets") or {}).get("jobType") or {}).get("jobType")
+    run_id = (data.get("run") or {}).get("runId") or ""
+    return Payload(text, run_id, f"{job.get('namespace', '')}/{job.get('name', '')}", job_type == APPLICATION_JOB_TYPE)
+
+
+def from_payload(text: str) -> Event:
+    """The event a payload holds, as openlineage-python's transports take it (facets stay plain mappings,
+    which its serializer writes as they are)."""
+    data: dict[str, Any] = json.loads(text)
+    job: dict[str, Any] = data.get("job") or {}
+    producer = data["producer"]  # schemaURL follows from the event's class
+    if "run" in data:
+        return RunEvent(
+            eventType=RunState(data["eventType"]) if data.get("eventType") else None,
+            eventTime=data["eventTime"],
+            run=Run(runId=data["run"]["runId"], facets=data["run"].get("facets") or {}),
+            job=_job(job),
+            inputs=[_input(d) for d in data.get("inputs") or []],
+            outputs=[_output(d) for d in data.get("outputs") or []],
+            producer=producer,
+        )
+    if "dataset" in data:
+        dataset = data["dataset"]
+        static = StaticDataset(namespace=dataset["namespace"], name=dataset["name"], facets=dataset.get("facets"))
+        return DatasetEvent(eventTime=data["eventTime"], dataset=static, producer=producer)
+    return JobEvent(
+        eventTime=data["eventTime"],
+        job=_job(job),
+        inputs=[_input(d) for d in data.get("inputs") or []],
+        outputs=[_output(d) for d in data.get("outputs") or []],
+        producer=producer,
+    )
+
+
+def _job(data: dict[str, Any]) -> Job:
+    return Job(namespace=data["namespace"], name=data["name"], facets=data.get("facets") or {})
+
+
+def _input(data: dict[str, Any]) -> InputDataset:
+    return InputDataset(
+        namespace=data["namespace"],
+        name=data["name"],
+        facets=data.get("facets") or {},
+        inputFacets=data.get("inputFacets") or {},
+    )
+
+
+def _output(data: dict[str, Any]) -> OutputDataset:
+    return OutputDataset(
+        namespace=data["namespace"],
+        name=data["name"],
+        facets=data.get("facets") or {},
+        outputFacets=data.get("outputFacets") or {},
+    )

@@ -1,0 +1,242 @@
+"""The durable spool: every event is stored here before it is sent, and removed once the backend has
+acknowledged it, so that a backend that is down, slow or refusing costs the job nothing and loses nothing a
+replay cannot deliver.
+
+It is one sqlite database (Python's ``sqlite3``) in write-ahead-log mode, shared safely by every thread and
+process that opens it: senders lease the events they are about to send, so two senders never send the same
+event at once, and a sender that dies leaves leases that expire. Its size is bounded: when full, the oldest
+query-run events go first; application-run events, which say how a whole job ended, are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+SPOOL_FILE = "spool.sqlite"
+SPOOL_DIR_ENV = "SPARK_LINEAGE_SPOOL_DIR"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    destination TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    job TEXT NOT NULL,
+    application INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    created REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    leased_by TEXT,
+    leased_until REAL
+);
+CREATE INDEX IF NOT EXISTS events_by_destination ON events (destination, id);
+CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
+CREATE TABLE IF NOT EXISTS destinations (
+    destination TEXT PRIMARY KEY,
+    transport TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS totals (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO totals VALUES ('bytes', 0);
+"""
+
+
+def default_spool_dir() -> Path:
+    """``$SPARK_LINEAGE_SPOOL_DIR``, else ``spark-lineage/spool`` under the user's state directory
+    (``$XDG_STATE_HOME``, ``~/.local/state`` on Linux; ``~/Library/Application Support`` on macOS;
+    ``%LOCALAPPDATA%`` on Windows)."""
+    configured = os.environ.get(SPOOL_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    if os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif os.uname().sysname == "Darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "spark-lineage" / "spool"
+
+
+@dataclass(frozen=True)
+class SpooledEvent:
+    """An event as the spool keeps it."""
+
+    id: int
+    destination: str
+    run_id: str
+    job: str
+    application: bool
+    payload: str
+    created: float
+    attempts: int
+
+
+@dataclass
+class Dropped:
+    """Query-run events a full spool let go of, to be logged."""
+
+    count: int = 0
+    jobs: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What waits in the spool."""
+
+    count: int
+    jobs: tuple[str, ...]
+    bytes: int
+
+
+class Spool:
+    """One spool database; thread-safe, and safe to share between processes.
+
+    ``path`` ``None`` keeps the spool in memory (``spool.disabled``): the same bounded store and sending,
+    without surviving the process.
+    """
+
+    def __init__(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        if path is not None:
+            path.mkdir(parents=True, exist_ok=True)
+            database = str(path / SPOOL_FILE)
+        else:
+            database = ":memory:"
+        # Autocommit mode: every transaction is an explicit BEGIN IMMEDIATE ... COMMIT below.
+        self._db = sqlite3.connect(database, timeout=30, isolation_level=None, check_same_thread=False)
+        with self._lock:
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                # Durable against the process dying at any point (not against the machine losing power
+                # before a checkpoint), at a fraction of the cost of a sync per event.
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    @property
+    def location(self) -> str:
+        return str(self.path) if self.path is not None else "memory"
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- writing ---------------------------------------------------------------------------------------
+
+    def remember_destination(self, destination: str, transport: str) -> None:
+        """Keep how to reach ``destination`` (its transport settings, without secrets), for a replay."""
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO destinations VALUES (?, ?)", (destination, transport))
+
+    def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Dropped:
+        """Store one event. When the spool is over its size, the oldest query-run events make room."""
+        size = len(payload.encode())
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (destination, run_id, job, int(application), payload, size, time.time()),
+            )
+            total = self._add_bytes(db, size)
+            return self._make_room(db, total) if total > self.max_bytes else Dropped()
+
+    def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
+        dropped = Dropped()
+        rows = db.execute("SELECT id, job, size FROM events WHERE application = 0 ORDER BY id").fetchall()
+        for event_id, job, size in rows:
+            if total <= self.max_bytes:
+                break
+            db.execute("DELETE FROM events WHERE id = ?", (event_id,))
+            total = self._add_bytes(db, -size)
+            dropped.count += 1
+            dropped.jobs.add(job)
+        return dropped
+
+    # --- sending ---------------------------------------------------------------------------------------
+
+    def lease(self, destination: str, owner: str, limit: int, seconds: float) -> list[SpooledEvent]:
+        """Take up to ``limit`` of the oldest events for ``destination`` that nobody is sending, in order,
+        for ``seconds``. An event whose run has an earlier event in someone else's hands waits, so that a
+        run's events arrive in order."""
+        now = time.time()
+        with self._transaction() as db:
+            rows = db.execute(
+                "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events e "
+                "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ?) "
+                "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id = e.run_id AND f.id < e.id "
+                "AND f.leased_until >= ? AND f.leased_by != ?) "
+                "ORDER BY id LIMIT ?",
+                (destination, now, now, owner, limit),
+            ).fetchall()
+            if rows:
+                db.executemany(
+                    "UPDATE events SET leased_by = ?, leased_until = ? WHERE id = ?",
+                    [(owner, now + seconds, row[0]) for row in rows],
+                )
+        return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
+
+    def acknowledge(self, event_id: int) -> None:
+        """The backend has it: forget it."""
+        with self._transaction() as db:
+            row = db.execute("SELECT size FROM events WHERE id = ?", (event_id,)).fetchone()
+            if row is not None:
+                db.execute("DELETE FROM events WHERE id = ?", (event_id,))
+                self._add_bytes(db, -row[0])
+
+    def release(self, event_ids: Sequence[int], *, attempted: Sequence[int] = ()) -> None:
+        """Give events back unsent; ``attempted`` ones were tried and count an attempt."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE events SET leased_by = NULL, leased_until = NULL, attempts = attempts + ? WHERE id = ?",
+                [(1 if event_id in attempted else 0, event_id) for event_id in event_ids],
+            )
+
+    # --- looking ---------------------------------------------------------------------------------------
+
+    def pending(self, destination: str | None = None) -> Pending:
+        where, arguments = ("WHERE destination = ?", (destination,)) if destination else ("", ())
+        with self._lock:
+            count, size = self._db.execute(
+                f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events {where}", arguments
+            ).fetchone()
+            jobs = self._db.execute(f"SELECT DISTINCT job FROM events {where} ORDER BY job", arguments).fetchall()
+        return Pending(int(count), tuple(job for (job,) in jobs), int(size))
+
+    def destinations(self) -> dict[str, str]:
+        """Every destination with events waiting, and the transport settings kept for it."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT d.destination, d.transport FROM destinations d "
+                "WHERE EXISTS (SELECT 1 FROM events e WHERE e.destination = d.destination)"
+            ).fetchall()
+        return dict(rows)
+
+    # --- plumbing --------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @staticmethod
+    def _add_bytes(db: sqlite3.Connection, delta: int) -> int:
+        db.execute("UPDATE totals SET value = value + ? WHERE name = 'bytes'", (delta,))
+        return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])

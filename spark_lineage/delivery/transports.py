@@ -1,0 +1,68 @@
+"""Transports as the spool knows them: a name for where events go (the spool files events under it, and a
+process only sends what was meant for its own destination), the settings to reach it again without any
+secret (for ``spark-lineage replay``), and retries left to the spool.
+
+openlineage-python's HTTP transport retries a failed request five times with backoff inside ``emit``; with a
+spool that would send a slow backend a flood of copies and hold the sender for seconds per event, so its
+retries are turned off: the spool retries, once per backend.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urljoin
+
+NO_RETRIES = {"total": 0, "connect": 0, "read": 0, "redirect": 0, "status": 0}
+_SECRET = re.compile(r"(?i)secret|password|passwd|token|key|credential|auth|sasl|header|cookie")
+
+
+def describe(transport: Any) -> tuple[str, dict[str, Any]]:
+    """``(destination, settings)``: where ``transport`` sends, and how to make it again without secrets."""
+    kind = getattr(transport, "kind", None) or type(transport).__name__
+    if kind == "http":
+        url = urljoin(transport.url, transport.endpoint)
+        settings: dict[str, Any] = {"type": "http", "url": transport.url, "endpoint": transport.endpoint}
+        settings["timeout"] = transport.timeout
+        if transport.compression:
+            settings["compression"] = str(getattr(transport.compression, "value", transport.compression))
+        return f"http {url}", settings
+    if kind == "file":
+        config = transport.config
+        return f"file {config.log_file_path}", {
+            "type": "file",
+            "log_file_path": config.log_file_path,
+            "append": config.append,
+        }
+    if kind == "kafka":
+        config = dict(getattr(transport.kafka_config, "config", {}) or {})
+        servers = config.get("bootstrap.servers", "")
+        public = {key: value for key, value in config.items() if not _SECRET.search(key)}
+        return f"kafka {servers}/{transport.topic}", {"type": "kafka", "topic": transport.topic, "config": public}
+    if kind == "composite":
+        parts = [describe(child) for child in transport.transports]
+        return "composite(" + ", ".join(name for name, _ in parts) + ")", {
+            "type": "composite",
+            "transports": [settings for _, settings in parts],
+        }
+    if kind == "transform":
+        inner, settings = describe(transport.transport)
+        return f"transform {inner}", {"type": "transform", "transport": settings}
+    if kind in ("console", "noop"):
+        return kind, {"type": kind}
+    cls = type(transport)
+    return f"{kind} {cls.__module__}.{cls.__qualname__}", {"type": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+def leave_retries_to_the_spool(transport: Any) -> None:
+    """Turn off a transport's own retries (HTTP, also inside composite and transform transports)."""
+    kind = getattr(transport, "kind", None)
+    if kind == "http":
+        transport.config.retry = dict(NO_RETRIES)
+        if transport._session is not None:  # made already: mount an adapter without retries
+            transport._prepare_session(transport._session)
+    elif kind == "composite":
+        for child in transport.transports:
+            leave_retries_to_the_spool(child)
+    elif kind == "transform":
+        leave_retries_to_the_spool(transport.transport)
