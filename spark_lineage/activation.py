@@ -29,6 +29,7 @@ _decided: dict[str, None] = {}
 """JVM sessions whose configuration was already looked at, oldest first."""
 _DECIDED_KEPT = 1000
 _starting = threading.RLock()
+_warned: set[str] = set()
 _follow: bool | None = None
 """``True``: every new session gets lineage; ``False``: none does; ``None``: the configuration decides."""
 
@@ -105,8 +106,10 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
         log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)
         return session_module.LineageHandle(None)
     config = config_module.resolve(session.conf, overrides)
-    if config.unknown_keys:
-        log.debug("spark_lineage: ignoring spark.openlineage keys it does not use: %s", config.unknown_keys)
+    for warning in config_module.unknown_key_warnings(config):
+        if warning not in _warned:  # once per process, not once per session
+            _warned.add(warning)
+            log.warning("spark_lineage: %s", warning)
     client = config.create_client()
     runtime = session_module.LineageRuntime(bridge, config, client, session)
     return session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)

@@ -9,7 +9,8 @@ from openlineage.client.transport.console import ConsoleTransport
 from openlineage.client.transport.file import FileTransport
 from openlineage.client.transport.http import HttpTransport
 
-from spark_lineage.config import ConfigError, flatten_overrides, is_disabled, resolve
+from spark_lineage.config import ConfigError, is_disabled, resolve
+from spark_lineage.config.readers import overrides as flatten_overrides
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,102 @@
+"""The settings of one ``enable()``, typed and validated: what the readers and the key table produce, and what
+the rest of the library reads. Nothing here knows where a value came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+
+CONF_PREFIX = "spark.openlineage."
+DEFAULT_CAPTURED_PROPERTIES = ("spark.master", "spark.app.name")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work. The message names the key and what it accepts."""
+
+
+class SparkConnectNotSupportedError(ConfigError):
+    """``enable()`` was given a Spark Connect session, which has no JVM in this process to listen to."""
+
+
+@dataclass(frozen=True)
+class ParentJob:
+    """A run that is a parent of ours (``parentJob*`` / ``rootParentJob*`` keys)."""
+
+    namespace: str
+    name: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ColumnLineageConfig:
+    """Column lineage settings: openlineage-spark's ``columnLineage.*`` keys, and this library's budget."""
+
+    dataset_lineage: bool = True
+    """``columnLineage.datasetLineageEnabled``: joins, filters, grouping and sorting go into the facet's
+    ``dataset`` list (true), or into every field's input fields (false)."""
+    descriptions: bool = False
+    """``columnLineage.descriptionsEnabled``: accepted; descriptions are not produced (they stay empty)."""
+    schema_size_limit: int = 1000
+    """``columnLineage.schemaSizeLimit``: outputs with more columns get no column lineage."""
+    max_plan_chars: int = 2_000_000
+    """``python.columnLineage.maxPlanChars``: a plan larger than this (as the py4j edge writes it) is read as
+    its shape only; its datasets are reported without column lineage."""
+    budget_millis: float = 1000.0
+    """``python.columnLineage.budgetMillis``: analysis time a query's column lineage may take."""
+
+
+@dataclass(frozen=True)
+class LineageConfig:
+    """Resolved, validated settings for one ``enable()``."""
+
+    namespace: str = "default"
+    app_name: str | None = None
+    parent: ParentJob | None = None
+    root_parent: ParentJob | None = None
+    transport: dict[str, Any] | None = field(default=None, repr=False)
+    """openlineage-python transport settings from ``enable()`` keywords or Spark confs; ``None`` lets the client
+    resolve its own (``openlineage.yml``, ``OPENLINEAGE__*``, ``OPENLINEAGE_URL``). Not in ``repr()``: it may
+    hold an api key."""
+    disabled_facets: frozenset[str] = frozenset()
+    captured_properties: tuple[str, ...] = DEFAULT_CAPTURED_PROPERTIES
+    append_dataset_name: bool = True
+    filter_read_only_actions: bool = True
+    queue_size: int = 1000
+    shutdown_timeout: float = 10.0
+    disabled: bool = False
+    enabled: bool = False
+    """``spark.openlineage.enabled``: turns lineage on from configuration alone; see ``auto_activation``."""
+    iceberg_metrics_reporter_disabled: bool = False
+    spool_dir: str | None = None
+    """``python.spool.dir`` (or ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory)."""
+    spool_disabled: bool = False
+    """``python.spool.disabled``: events are held in memory only, and lost with the process."""
+    spool_max_bytes: int = 256 * 1024 * 1024
+    """``python.spool.maxBytes``: when full, the oldest query-run events are dropped first."""
+    column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
+    """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
+    redaction_pattern: str | None = None
+    """``spark.redaction.regex`` as the session has it: what else, beyond Spark's defaults, counts as secret."""
+    unknown_keys: tuple[str, ...] = ()
+    """``spark.openlineage.*`` keys no setting reads (warned about once, with what may have been meant)."""
+
+    def facet_enabled(self, name: str) -> bool:
+        return name not in self.disabled_facets
+
+    def create_client(self) -> OpenLineageClient:
+        """An openlineage-python client for this configuration. Its settings are given as the client's own
+        ``config``, so that ``openlineage.yml`` and ``OPENLINEAGE__*`` variables merge in beneath them (facets,
+        filters, tags, and transport settings these did not name)."""
+        from openlineage.client import OpenLineageClient
+
+        if self.transport is None:
+            return OpenLineageClient()
+        try:
+            return OpenLineageClient(config={"transport": dict(self.transport)})
+        except Exception as error:  # the factory raises several types; all mean the same to a user
+            raise ConfigError(
+                f"{CONF_PREFIX}transport.* does not make a working '{self.transport.get('type')}' transport: {error}"
+            ) from error

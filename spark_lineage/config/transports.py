@@ -1,0 +1,186 @@
+"""openlineage-spark's ``spark.openlineage.transport.*`` keys as openlineage-python transport settings: one
+translation per transport type, each validating what would otherwise fail only when the first event is
+sent."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from spark_lineage.config.settings import ConfigError
+from spark_lineage.config.values import boolean, number
+
+MAP_SETTINGS = frozenset({"properties", "headers", "urlParams", "config"})
+"""Settings whose keys are names of their own (``properties.bootstrap.servers``): the rest of the key after
+them is one name, dots and all."""
+
+Translation = Callable[[dict[str, Any], str], dict[str, Any]]
+_TRANSLATIONS: dict[str, Translation] = {}
+
+
+def translation(*kinds: str) -> Callable[[Translation], Translation]:
+    def register(function: Translation) -> Translation:
+        for kind in kinds:
+            _TRANSLATIONS[kind] = function
+        return function
+
+    return register
+
+
+def from_flat(flat: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Nested transport settings from flat keys (``url``, ``auth.apiKey``, ``properties.bootstrap.servers``),
+    translated for openlineage-python. ``where`` is the key prefix, for error messages."""
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        if key == "":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where} must be a mapping of transport settings, got {value!r}.")
+            nested.update(value)
+            continue
+        parts = _split(key)
+        cursor = nested
+        for part in parts[:-1]:
+            cursor = cursor.setdefault(part, {})
+        cursor[parts[-1]] = value
+    return translate(nested, where)
+
+
+def _split(key: str) -> list[str]:
+    parts = key.split(".")
+    for index, part in enumerate(parts[:-1]):
+        if part in MAP_SETTINGS:
+            return [*parts[: index + 1], ".".join(parts[index + 1 :])]
+        if part == "transports" and index + 2 < len(parts):  # composite: transports.<name>.<setting>
+            return [*parts[: index + 2], *_split(".".join(parts[index + 2 :]))]
+    return parts
+
+
+def translate(spec: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """One transport's settings, in openlineage-spark's spelling or openlineage-python's, for
+    openlineage-python."""
+    spec = dict(spec)
+    kind = spec.get("type")
+    if kind is None:
+        if "url" not in spec:
+            raise ConfigError(
+                f"{where}.type is missing; accepted values: {', '.join(known_types())} "
+                "(or a dotted Python class path of a custom transport)."
+            )
+        kind = "http"
+    kind = str(kind).strip()
+    if kind not in known_types() and "." not in kind:
+        raise ConfigError(
+            f"{where}.type={kind!r} is not a known transport; accepted values: {', '.join(known_types())} "
+            "(or a dotted Python class path of a custom transport)."
+        )
+    spec["type"] = kind
+    translate_kind = _TRANSLATIONS.get(kind)
+    return translate_kind(spec, where) if translate_kind is not None else spec
+
+
+def known_types() -> list[str]:
+    from openlineage.client.transport import get_default_factory
+
+    return sorted(getattr(get_default_factory(), "transports", {}).keys())
+
+
+@translation("http", "async_http")
+def _http(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    if not spec.get("url"):
+        raise ConfigError(f"{where}.url is required for the {spec['type']} transport, e.g. http://localhost:5000.")
+    if "timeoutInMillis" in spec:
+        spec["timeout"] = _positive_seconds(f"{where}.timeoutInMillis", spec.pop("timeoutInMillis"), 1000.0)
+    elif "timeout" in spec:
+        spec["timeout"] = _positive_seconds(f"{where}.timeout", spec["timeout"], 1.0)
+    if "headers" in spec:
+        spec["custom_headers"] = {str(k): str(v) for k, v in dict(spec.pop("headers")).items()}
+    if "urlParams" in spec:
+        # openlineage-python joins url and endpoint with urljoin, which drops a query on the url: the
+        # parameters go on the endpoint, whose query survives.
+        query = urlencode({str(k): str(v) for k, v in dict(spec.pop("urlParams")).items()})
+        endpoint = str(spec.get("endpoint", "api/v1/lineage"))
+        spec["endpoint"] = endpoint + ("&" if "?" in endpoint else "?") + query
+    auth = spec.get("auth")
+    if isinstance(auth, Mapping):
+        auth = dict(auth)
+        if str(auth.get("type", "")).replace("-", "_").lower() in ("api_key", "apikey"):
+            auth["type"] = "api_key"
+            if not (auth.get("apiKey") or auth.get("api_key") or auth.get("apikey")):
+                raise ConfigError(f"{where}.auth.apiKey is required when {where}.auth.type=api_key.")
+        spec["auth"] = auth
+    return spec
+
+
+@translation("file")
+def _file(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    location = spec.pop("location", None) or spec.get("log_file_path")
+    if not location:
+        raise ConfigError(f"{where}.location is required for the file transport: the file to append events to.")
+    location = str(location)
+    if "://" not in location:  # a local file: its directory must exist, or be made now, not at the first event
+        directory = Path(location).expanduser().parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(f"{where}.location={location!r}: its directory cannot be created ({error}).") from None
+        if not directory.is_dir():
+            raise ConfigError(f"{where}.location={location!r}: {directory} is not a directory.")
+    spec["log_file_path"] = location
+    spec["append"] = boolean(f"{where}.append", spec.get("append", True))
+    return spec
+
+
+@translation("kafka")
+def _kafka(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    if "topicName" in spec:
+        spec["topic"] = spec.pop("topicName")
+    if "properties" in spec:
+        spec["config"] = {str(k): v for k, v in dict(spec.pop("properties")).items()}
+    if not spec.get("topic"):
+        raise ConfigError(f"{where}.topicName is required for the kafka transport.")
+    return spec
+
+
+@translation("transform")
+def _transform(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    for java_key, python_key in (
+        ("transformerClass", "transformer_class"),
+        ("transformerProperties", "transformer_properties"),
+    ):
+        if java_key in spec:
+            spec[python_key] = spec.pop(java_key)
+    if isinstance(spec.get("transport"), Mapping):
+        spec["transport"] = translate(spec["transport"], f"{where}.transport")
+    return spec
+
+
+@translation("composite")
+def _composite(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    transports = spec.get("transports")
+    if isinstance(transports, (list, tuple)) and transports:  # openlineage-python's own spelling
+        spec["transports"] = [
+            translate(dict(sub), f"{where}.transports[{index}]") for index, sub in enumerate(transports)
+        ]
+    elif isinstance(transports, Mapping) and transports:
+        spec["transports"] = {
+            name: translate(dict(sub), f"{where}.transports.{name}") for name, sub in transports.items()
+        }
+    else:
+        raise ConfigError(f"{where}.transports.<name>.type is required for the composite transport.")
+    for java_key, python_key in (
+        ("continueOnFailure", "continue_on_failure"),
+        ("continueOnSuccess", "continue_on_success"),
+    ):
+        if java_key in spec:
+            spec[python_key] = boolean(f"{where}.{java_key}", spec.pop(java_key))
+    return spec
+
+
+def _positive_seconds(key: str, value: Any, per_second: float) -> float:
+    seconds = number(key, value) / per_second
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{key}={value!r} is not valid; accepted values: a finite number > 0.")
+    return seconds
