@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
+    from spark_lineage.activation import StoppedSessionError
     from spark_lineage.config import ConfigError, LineageConfig, SparkConnectNotSupportedError
     from spark_lineage.session import LineageHandle
 
@@ -34,6 +35,7 @@ __all__ = [
     "LineageConfig",
     "LineageHandle",
     "SparkConnectNotSupportedError",
+    "StoppedSessionError",
     "__version__",
     "enable",
     "load_ipython_extension",
@@ -45,6 +47,7 @@ _LAZY = {
     "LineageConfig": "spark_lineage.config",
     "SparkConnectNotSupportedError": "spark_lineage.config",
     "LineageHandle": "spark_lineage.session",
+    "StoppedSessionError": "spark_lineage.activation",
 }
 
 
@@ -58,7 +61,8 @@ def enable(spark: SparkSession, **overrides: Any) -> LineageHandle:
     (``spark.extraListeners``), it does nothing and returns a disabled handle.
 
     Raises :class:`ConfigError` for a configuration that cannot work, naming the key and what it accepts, and
-    :class:`SparkConnectNotSupportedError` for a Spark Connect session.
+    :class:`SparkConnectNotSupportedError` for a Spark Connect session, and :class:`StoppedSessionError` for a
+    session whose SparkContext is stopped.
     """
     from spark_lineage.activation import enable_session
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from spark_lineage import config as config_module
 from spark_lineage.config import ConfigError, SparkConnectNotSupportedError
 from spark_lineage.jvm import JvmBridge
+from spark_lineage.redaction import Redactor, protect_logs, rules_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,10 +35,21 @@ _follow: bool | None = None
 """``True``: every new session gets lineage; ``False``: none does; ``None``: the configuration decides."""
 
 
+class StoppedSessionError(RuntimeError):
+    """``enable()`` was given a session whose SparkContext is stopped: there is nothing to listen to."""
+
+
 def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> LineageHandle:
     """What :func:`spark_lineage.enable` does; see there."""
     _reject_spark_connect(spark)
-    return _start(JvmBridge(spark), overrides)
+    bridge = JvmBridge(spark)
+    if bridge.is_stopped():
+        raise StoppedSessionError(
+            "spark_lineage.enable() was given a SparkSession whose SparkContext is stopped; enable lineage on a "
+            "running session (SparkSession.builder.getOrCreate() makes a new one)"
+        )
+    _protect_logs_before_reading_confs(bridge)
+    return _start(bridge, overrides)
 
 
 def session_created(spark: SparkSession) -> None:
@@ -58,6 +70,7 @@ def session_created(spark: SparkSession) -> None:
         _decided[key] = None
         while len(_decided) > _DECIDED_KEPT:
             _decided.pop(next(iter(_decided)))
+        _protect_logs_before_reading_confs(bridge)
         conf = bridge.session_conf()
         decision = config_module.auto_activation(conf)
         if not decision.on:
@@ -69,6 +82,12 @@ def session_created(spark: SparkSession) -> None:
         _start(bridge, {}, conf)
     except ConfigError as error:
         log.error("spark_lineage: lineage stays off for this session: %s", error)
+
+
+def _protect_logs_before_reading_confs(bridge: JvmBridge) -> None:
+    """Reading every conf of a session brings its secrets across py4j, which logs what it receives at DEBUG:
+    the session's redaction pattern applies to the logs before that."""
+    protect_logs(rules_for(bridge.redaction_regex()))
 
 
 def follow_new_sessions(on: bool | None) -> None:
@@ -87,6 +106,7 @@ def _start(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | 
 
 def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None) -> LineageHandle:
     from spark_lineage import session as session_module
+    from spark_lineage.delivery import create_client
 
     existing = session_module.handle_for(bridge.session_key)
     if existing is not None:
@@ -110,8 +130,11 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
         if warning not in _warned:  # once per process, not once per session
             _warned.add(warning)
             log.warning("spark_lineage: %s", warning)
-    client = config.create_client()
-    runtime = session_module.LineageRuntime(bridge, config, client, session)
+    redactor = Redactor(config.redaction_pattern)
+    redactor.learn_from_properties(session.conf)
+    protect_logs(redactor)
+    client = create_client(config, redactor)
+    runtime = session_module.LineageRuntime(bridge, config, client, session, redactor)
     return session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
 
 

@@ -23,10 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from spark_lineage import _autoload, config
+from spark_lineage.delivery import create_client
+from spark_lineage.redaction import Redactor, protect_logs
 
 OK, INFO, PROBLEM = "ok", "info", "problem"
 _MARKS = {OK: "[ok]  ", INFO: "[--]  ", PROBLEM: "[!!]  "}
 CHECK_TIMEOUT_SECONDS = 5.0
+_PRINTED = Redactor()
+"""What doctor prints shows where the backend is, never the credentials in its url."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Finding:
     message: str
 
     def __str__(self) -> str:
-        return _MARKS[self.level] + self.message
+        return _MARKS[self.level] + _PRINTED.text(self.message)
 
 
 def diagnose(confs: Mapping[str, str], environ: Mapping[str, str], check_backend: bool = True) -> list[Finding]:
@@ -178,14 +182,17 @@ def _read_defaults(path: Path) -> dict[str, str]:
 def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> list[Finding]:
     try:
         resolved = config.resolve(spark_conf)
-        client = resolved.create_client()
+        redactor = Redactor(resolved.redaction_pattern)
+        protect_logs(redactor)
+        client = create_client(resolved, redactor)
     except config.ConfigError as error:
         return [Finding(PROBLEM, f"configuration error: {error}")]
+    unknown = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
     transport = client.transport
     kind = getattr(transport, "kind", None) or type(transport).__name__
     source = "spark.openlineage.transport.*" if resolved.transport else "the openlineage-python client's configuration"
     target = _target(transport)
-    findings = [Finding(INFO, f"transport: {kind}{f' to {target}' if target else ''} (from {source})")]
+    findings = [*unknown, Finding(INFO, f"transport: {kind}{f' to {target}' if target else ''} (from {source})")]
     if kind == "console" and not resolved.transport:
         findings.append(
             Finding(INFO, "no transport configured anywhere: events would be printed to the console (stdout)")

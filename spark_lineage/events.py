@@ -37,6 +37,7 @@ from spark_lineage.lineage import (
     SchemaField,
 )
 from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.redaction import Redactor
 
 
 def iso_time(epoch_ms: int) -> str:
@@ -56,6 +57,7 @@ class EventBuilder:
         self.session = session
         self.app_run_id = app_run_id
         self.app_job_name = naming.normalize_job_name(config.app_name or session.app_name) or "unknown"
+        self._redactor = Redactor(config.redaction_pattern)
 
     # --- application run -----------------------------------------------------------------------------------
 
@@ -157,7 +159,11 @@ class EventBuilder:
 
     def _common_run_facets(self) -> dict[str, Any]:
         conf = self.session.conf
-        properties = {key: conf[key] for key in self.config.captured_properties if key in conf}
+        # Spark's rule for confs (a secret key or a secret-looking value); the rest of the event is redacted
+        # when it is spooled.
+        properties = self._redactor.properties(
+            {key: conf[key] for key in self.config.captured_properties if key in conf}
+        )
         return {
             "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
                 version=self.session.spark_version,

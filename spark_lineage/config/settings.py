@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
+    from openlineage.client.transport.transport import TransportFactory
 
 CONF_PREFIX = "spark.openlineage."
 DEFAULT_CAPTURED_PROPERTIES = ("spark.master", "spark.app.name")
@@ -86,16 +87,17 @@ class LineageConfig:
     def facet_enabled(self, name: str) -> bool:
         return name not in self.disabled_facets
 
-    def create_client(self) -> OpenLineageClient:
+    def create_client(self, factory: TransportFactory | None = None) -> OpenLineageClient:
         """An openlineage-python client for this configuration. Its settings are given as the client's own
         ``config``, so that ``openlineage.yml`` and ``OPENLINEAGE__*`` variables merge in beneath them (facets,
-        filters, tags, and transport settings these did not name)."""
+        filters, tags, and transport settings these did not name). ``factory`` makes the transport (see
+        :func:`spark_lineage.delivery.create_client`, which teaches the redactor its secrets)."""
         from openlineage.client import OpenLineageClient
 
         if self.transport is None:
-            return OpenLineageClient()
+            return OpenLineageClient(factory=factory)
         try:
-            return OpenLineageClient(config={"transport": dict(self.transport)})
+            return OpenLineageClient(config={"transport": dict(self.transport)}, factory=factory)
         except Exception as error:  # the factory raises several types; all mean the same to a user
             raise ConfigError(
                 f"{CONF_PREFIX}transport.* does not make a working '{self.transport.get('type')}' transport: {error}"

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark_lineage.config import ConfigError
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender
-from spark_lineage.delivery.spool import Spool, default_spool_dir
-from spark_lineage.delivery.transports import describe, leave_retries_to_the_spool
+from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
+from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool
+from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
 
 if TYPE_CHECKING:
@@ -31,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_lineage")
 
-__all__ = ["Delivery", "Spool", "open_spool"]
+__all__ = ["Delivery", "Spool", "create_client", "open_spool"]
 
 
 def open_spool(config: LineageConfig) -> Spool:
@@ -40,15 +44,29 @@ def open_spool(config: LineageConfig) -> Spool:
     if config.spool_disabled:
         return Spool(None, config.spool_max_bytes)
     directory = Path(config.spool_dir).expanduser() if config.spool_dir else default_spool_dir()
-    return Spool(directory, config.spool_max_bytes)
+    try:
+        return Spool(directory, config.spool_max_bytes)
+    except (OSError, sqlite3.Error) as error:
+        if config.spool_dir:
+            source = "spark.openlineage.python.spool.dir"
+        elif os.environ.get(SPOOL_DIR_ENV):
+            source = f"${SPOOL_DIR_ENV}"
+        else:
+            source = f"the default spool directory (set ${SPOOL_DIR_ENV} or spark.openlineage.python.spool.dir)"
+        raise ConfigError(
+            f"{source}: cannot keep a lineage spool in {directory}: {error}; name a writable directory, or set "
+            "spark.openlineage.python.spool.disabled=true to keep events in memory only"
+        ) from error
 
 
 class Delivery:
-    """Spools each event, then sends it from a background thread; whatever cannot be sent stays spooled."""
+    """Spools each event, without its secrets, then sends it from a background thread; whatever cannot be
+    sent stays spooled."""
 
-    def __init__(self, client: OpenLineageClient, spool: Spool, errors: ErrorLog) -> None:
+    def __init__(self, client: OpenLineageClient, spool: Spool, errors: ErrorLog, redactor: Redactor) -> None:
         self.client = client
         self.spool = spool
+        self.redactor = redactor
         self._errors = errors
         transport = client.transport
         self.enabled = transport is not None and getattr(transport, "kind", None) != "noop"
@@ -67,7 +85,7 @@ class Delivery:
             prepared = prepare(self.client, event)
             if prepared is None:
                 return
-            payload = to_payload(prepared)
+            payload = to_payload(prepared, self.redactor)
             dropped = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
             self._errors.report("spooling an event", error)

@@ -11,6 +11,8 @@ from typing import Any
 
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool, default_spool_dir
+from spark_lineage.delivery.transports import create_client
+from spark_lineage.redaction import Redactor, protect_logs
 
 
 def replay_command(directory: Path | None, confs: Mapping[str, str], timeout: float) -> int:
@@ -52,7 +54,9 @@ def _configured_transport(confs: Mapping[str, str]) -> Any | None:
     if spark_keys:
         settings = config.resolve(spark_keys)
         if settings.transport is not None:
-            return settings.create_client().transport
+            redactor = Redactor(settings.redaction_pattern)
+            protect_logs(redactor)
+            return create_client(settings, redactor).transport
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport import get_default_factory
     from openlineage.client.transport.noop import NoopConfig, NoopTransport

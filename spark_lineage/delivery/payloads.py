@@ -24,6 +24,8 @@ from openlineage.client.event_v2 import (
 )
 from openlineage.client.serde import Serde
 
+from spark_lineage.redaction import Redactor
+
 Event = Union[RunEvent, DatasetEvent, JobEvent]
 
 APPLICATION_JOB_TYPE = "APPLICATION"
@@ -40,9 +42,14 @@ class Payload:
     """An application run's event (``jobType`` APPLICATION): kept when a full spool drops query events."""
 
 
-def to_payload(event: Event) -> Payload:
+def to_payload(event: Event, redactor: Redactor | None = None) -> Payload:
+    """``event`` as the spool stores it; with ``redactor``, without any secret (see
+    :mod:`spark_lineage.redaction`: the spool on disk never holds one either)."""
     text = Serde.to_json(event)
     data = json.loads(text)
+    if redactor is not None and redactor.needs_redaction(text):
+        data = redactor.document(data)
+        text = json.dumps(data, sort_keys=True)
     job = data.get("job") or {}
     job_type = ((job.get("facets") or {}).get("jobType") or {}).get("jobType")
     run_id = (data.get("run") or {}).get("runId") or ""

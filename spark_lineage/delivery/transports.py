@@ -9,20 +9,54 @@ retries are turned off: the spool retries, once per backend.
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
+
+from openlineage.client.transport import get_default_factory
+from openlineage.client.transport.transport import Transport, TransportFactory
+
+from spark_lineage.redaction import Redactor
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+
+    from spark_lineage.config import LineageConfig
 
 NO_RETRIES = {"total": 0, "connect": 0, "read": 0, "redirect": 0, "status": 0}
 _SECRET = re.compile(r"(?i)secret|password|passwd|token|key|credential|auth|sasl|header|cookie")
+
+
+class SecretLearningFactory(TransportFactory):
+    """openlineage-python's transport factory, teaching a :class:`~spark_lineage.redaction.Redactor` the
+    secrets of each transport's settings before the transport is made (and logs its settings at DEBUG),
+    wherever the settings came from: ``spark.openlineage.*``, ``openlineage.yml`` or ``OPENLINEAGE__*``."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    def create(self, config: dict[str, str] | None = None) -> Transport:
+        if config:
+            self.redactor.learn_from_transport(config)
+        return get_default_factory().create(config)
+
+
+def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClient:
+    """The client ``config`` describes, with ``redactor`` knowing every secret of its transport."""
+    redactor.learn([os.environ.get("OPENLINEAGE_API_KEY") or ""])  # the OPENLINEAGE_URL shortcut's key
+    redactor.learn_from_transport(config.transport or {})
+    return config.create_client(SecretLearningFactory(redactor))
 
 
 def describe(transport: Any) -> tuple[str, dict[str, Any]]:
     """``(destination, settings)``: where ``transport`` sends, and how to make it again without secrets."""
     kind = getattr(transport, "kind", None) or type(transport).__name__
     if kind == "http":
-        url = urljoin(transport.url, transport.endpoint)
-        settings: dict[str, Any] = {"type": "http", "url": transport.url, "endpoint": transport.endpoint}
+        # Credentials in the url stay out of the spool; replay gets them from its own configuration.
+        public_url = Redactor().text(transport.url)
+        url = urljoin(public_url, transport.endpoint)
+        settings: dict[str, Any] = {"type": "http", "url": public_url, "endpoint": transport.endpoint}
         settings["timeout"] = transport.timeout
         if transport.compression:
             settings["compression"] = str(getattr(transport.compression, "value", transport.compression))

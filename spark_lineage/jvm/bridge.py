@@ -116,6 +116,11 @@ class JvmBridge:
         joined = self._jsession.sessionState().conf().getAllConfs().mkString(ITEM_SEP)
         return parse_map(str(joined))
 
+    def redaction_regex(self) -> str | None:
+        """``spark.redaction.regex`` as the session has it (``None``: Spark's default)."""
+        value = self._jsession.conf().get("spark.redaction.regex", None)
+        return None if value is None else str(value)
+
     def is_stopped(self) -> bool:
         try:
             return bool(self._sc._jsc is None or self._sc._jsc.sc().isStopped())

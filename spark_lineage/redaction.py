@@ -1,0 +1,239 @@
+"""Keeping secrets out of everything this library emits: events, the spool, and log lines.
+
+Three rules, applied in one place for both engines:
+
+- **Keys** (Spark's rule): a property whose key matches ``spark.redaction.regex``, Spark's default pattern, or
+  this library's own secret keys (the transport's api key and headers) has its value replaced by
+  ``*********(redacted)``, as Spark's UI does. For ``spark_properties`` a value that matches counts too, as in
+  Spark.
+- **Text**: in any string, credentials inside URLs (``user:pass@``) are removed, and ``key=value``,
+  ``key -> value``, ``'key'='value'`` and ``key: value`` pairs whose key is secret have their value replaced.
+  That covers SQL ``OPTIONS``, JDBC URLs, error messages and plan text.
+- **Known values**: every secret value the configuration holds (Spark confs with secret keys, the api key,
+  header values) is replaced wherever it appears, whatever surrounds it.
+
+:class:`Redactor` applies them to an event's JSON before it is spooled, so neither the backend nor the spool
+on disk ever holds a secret; :func:`protect_logs` applies them to the log records of this library and of the
+libraries it drives (openlineage-python, py4j, urllib3) before any handler sees them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "*********(redacted)"
+"""What a secret is replaced with: Spark's own replacement text."""
+SPARK_DEFAULT_PATTERN = r"(?i)secret|password|token|access[.]?key"
+"""``spark.redaction.regex``'s default in Spark 3.5 and 4.x; it applies even when a session sets its own."""
+OWN_SECRET_KEYS = r"(?i)api[._-]?key|authorization|credential|transport\.(?:[\w-]+\.)*(?:custom_)?headers\."
+"""Secret keys beyond Spark's: the transport's api key and headers (``spark.openlineage.transport.headers.*``),
+and credential settings."""
+MIN_KNOWN_SECRET_LENGTH = 6
+"""Shorter values (``true``, ``1234``) are still redacted under their keys, but not searched for elsewhere:
+replacing them in every string would mangle ordinary text."""
+
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[A-Za-z][\w+.\-]*://)(?P<userinfo>[^/\s@'\"?#]+@)")
+_ORACLE_CREDENTIALS = re.compile(r"(?P<prefix>\bjdbc:oracle:\w+:)(?P<userinfo>[^/@\s:'\"]+/[^@\s'\"]+)(?=@)")
+_PAIR = re.compile(
+    r"""(?P<kq>['"`]?)(?P<key>[A-Za-z_][\w.\-]*)(?P=kq)"""
+    r"""(?P<sep>\s*(?:=|->|:)\s*|\s+(?=['"]))"""
+    # The value is only looked at, not consumed: a pair inside another pair's value (a URL's ``password=``
+    # after ``url: ``) is found too.
+    r"""(?=(?P<value>'[^']*'|"[^"]*"|[^\s'"&;,)}\]]+))"""
+)
+
+_PY4J_PAIR = re.compile(r"(?m)^(?=s(?P<key>[A-Za-z_][\w.\-]*)\ns(?P<value>[^\n]*)$)")
+"""A key and its value as py4j's protocol writes a call's string arguments (one ``s``-prefixed line each),
+which py4j logs at DEBUG: ``spark.conf.set(key, value)``."""
+
+
+class Redactor:
+    """The redaction rules of one configuration: a key pattern and the secret values it knows.
+
+    Safe to share between threads; :meth:`learn` may be called while others redact.
+    """
+
+    def __init__(self, pattern: str | None = None, secrets: Iterable[str] = ()) -> None:
+        patterns = [SPARK_DEFAULT_PATTERN, OWN_SECRET_KEYS] + ([pattern] if pattern else [])
+        self.pattern_text = "|".join(f"(?:{_inline_flags_first(p)})" for p in patterns)
+        self.key_pattern = re.compile(self.pattern_text)
+        self._lock = threading.Lock()
+        self._secrets: frozenset[str] = frozenset()
+        self.learn(secrets)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return self._secrets
+
+    def learn(self, values: Iterable[str]) -> None:
+        """Add secret values to search for everywhere (short ones are kept out; see the module doc)."""
+        found = {str(v) for v in values if v is not None and len(str(v)) >= MIN_KNOWN_SECRET_LENGTH}
+        if found - self._secrets:
+            with self._lock:
+                self._secrets = self._secrets | found
+
+    def learn_from_properties(self, properties: Mapping[str, Any]) -> None:
+        """Learn the values of every secret key in ``properties`` (Spark confs, catalog or transport settings)."""
+        self.learn(str(value) for key, value in properties.items() if self.is_secret_key(str(key)) and value)
+
+    def learn_from_transport(self, settings: Mapping[str, Any], path: str = "transport") -> None:
+        """Learn the secrets of openlineage-python transport settings (nested, as its factory takes them):
+        values of secret keys, header values, and passwords inside URLs."""
+        for key, value in settings.items():
+            where = f"{path}.{key}"
+            if isinstance(value, Mapping):
+                self.learn_from_transport(value, where)
+            elif isinstance(value, (list, tuple)):
+                for index, item in enumerate(value):
+                    if isinstance(item, Mapping):
+                        self.learn_from_transport(item, f"{where}.{index}")
+            elif isinstance(value, str):
+                if self.is_secret_key(where):
+                    self.learn([value])
+                self.learn(url_passwords(value))
+
+    def is_secret_key(self, key: str) -> bool:
+        return self.key_pattern.search(key) is not None
+
+    def properties(self, properties: Mapping[str, str]) -> dict[str, str]:
+        """Spark's rule for confs: a value is redacted when its key or the value itself matches."""
+        return {
+            key: REDACTED if self.is_secret_key(key) or self.key_pattern.search(value) else self.text(value)
+            for key, value in properties.items()
+        }
+
+    def text(self, text: str) -> str:
+        """``text`` without URL credentials, secret ``key=value`` values, or known secret values."""
+        if not text:
+            return text
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        if "@" in text:
+            text = _URL_CREDENTIALS.sub(r"\g<scheme>", text)
+            text = _ORACLE_CREDENTIALS.sub(r"\g<prefix>", text)
+        if self.key_pattern.search(text):
+            text = self._redact_pairs(text)
+        return text
+
+    def needs_redaction(self, text: str) -> bool:
+        """A quick look at a whole document: could any rule change it?"""
+        return (
+            self.key_pattern.search(text) is not None
+            or ("@" in text and _URL_CREDENTIALS.search(text) is not None)
+            or any(secret in text for secret in self._secrets)
+        )
+
+    def document(self, value: Any) -> Any:
+        """A JSON-like document with every rule applied: to its strings, and to the values of its secret keys."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.document(item) for item in value]
+        if isinstance(value, dict):
+            return {
+                key: REDACTED if isinstance(item, str) and self.is_secret_key(str(key)) else self.document(item)
+                for key, item in value.items()
+            }
+        return value
+
+    def _redact_pairs(self, text: str) -> str:
+        pieces, done = [], 0
+        matches = [*_PAIR.finditer(text), *(_PY4J_PAIR.finditer(text) if "\ns" in text else ())]
+        for match in sorted(matches, key=lambda m: m.start("value")):
+            start, end = match.span("value")
+            if start < done or not self.is_secret_key(match.group("key")):
+                continue
+            value = match.group("value")
+            quote = value[0] if value[:1] in ("'", '"') and len(value) > 1 else ""
+            pieces += [text[done:start], f"{quote}{REDACTED}{quote}"]
+            done = end
+        return "".join(pieces) + text[done:] if pieces else text
+
+
+def url_passwords(text: str) -> list[str]:
+    """The passwords written into URLs in ``text`` (``scheme://user:password@host``)."""
+    found = []
+    for match in _URL_CREDENTIALS.finditer(text):
+        password = match.group("userinfo")[:-1].partition(":")[2]
+        if password:
+            found.append(password)
+    return found
+
+
+def _inline_flags_first(pattern: str) -> str:
+    """Spark's patterns start with ``(?i)``; Python only takes global flags at the very start of a whole
+    pattern, so each part's flags are scoped to it."""
+    match = re.match(r"\(\?([aiLmsux]+)\)", pattern)
+    return f"(?{match.group(1)}:{pattern[match.end() :]})" if match else pattern
+
+
+# --- log records ---------------------------------------------------------------------------------------------
+
+PROTECTED_LOGGERS = ("spark_lineage", "iceberg_facets", "openlineage", "py4j", "urllib3", "requests")
+"""Loggers whose records may carry what this library handles: its own, and those of the libraries it drives."""
+
+LOG_REDACTORS_KEPT = 64
+"""The rules of the most recent sessions (and ``spark.redaction.regex`` patterns) that apply to log records."""
+
+_log_lock = threading.Lock()
+_log_redactors: list[Redactor] = []
+_pattern_rules: dict[str | None, Redactor] = {}
+_previous_factory: Any = None
+
+
+def rules_for(pattern: str | None) -> Redactor:
+    """The rules of ``spark.redaction.regex`` ``pattern`` (and the defaults), without known values: what
+    protects the logs while a session's confs are read, before its secrets are known. One per pattern."""
+    with _log_lock:
+        rules = _pattern_rules.get(pattern)
+        if rules is None:
+            rules = _pattern_rules[pattern] = Redactor(pattern)
+    return rules
+
+
+def protect_logs(redactor: Redactor) -> None:
+    """Apply ``redactor`` to every record the :data:`PROTECTED_LOGGERS` make from now on, at any level, before
+    any handler formats it. Installed once per process (through :func:`logging.setLogRecordFactory`, chained
+    to the factory already there); later calls add their rules (those of the last
+    :data:`LOG_REDACTORS_KEPT` calls apply)."""
+    global _previous_factory
+    with _log_lock:
+        if any(existing is redactor for existing in _log_redactors):
+            return
+        _log_redactors.append(redactor)
+        del _log_redactors[:-LOG_REDACTORS_KEPT]
+        if _previous_factory is not None:
+            return
+        _previous_factory = logging.getLogRecordFactory()
+        previous = _previous_factory
+
+        def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record: logging.LogRecord = previous(*args, **kwargs)
+            if record.name.startswith(PROTECTED_LOGGERS):
+                _redact_record(record)
+            return record
+
+        logging.setLogRecordFactory(make_record)
+
+
+def _redact_record(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+        redacted = message
+        for redactor in list(_log_redactors):
+            redacted = redactor.text(redacted)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and record.exc_info[0] is not None:
+            text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+            for redactor in list(_log_redactors):
+                text = redactor.text(text)
+            record.exc_text = text
+    except Exception:  # noqa: BLE001 - a record we cannot read is left to logging's own error handling
+        pass
