@@ -11,24 +11,20 @@ Threads involved, and what each may do:
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
-import sys
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunEvent, RunState
 
-from spark_lineage import analysis, handlers, naming
+from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.delivery import Delivery, open_spool
 from spark_lineage.events import EventBuilder, new_run_id
@@ -42,6 +38,7 @@ from spark_lineage.jvm import (
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.redaction import Redactor
 from spark_lineage.worker import BoundedWorker, ErrorLog
 
 if TYPE_CHECKING:
@@ -98,7 +95,12 @@ class LineageRuntime:
     """The live machinery behind an enabled handle."""
 
     def __init__(
-        self, bridge: JvmBridge, config: LineageConfig, client: OpenLineageClient, session: SessionInfo
+        self,
+        bridge: JvmBridge,
+        config: LineageConfig,
+        client: OpenLineageClient,
+        session: SessionInfo,
+        redactor: Redactor,
     ) -> None:
         self.bridge = bridge
         self.config = config
@@ -116,7 +118,7 @@ class LineageRuntime:
         self.analysis_worker: BoundedWorker[PendingQuery | PendingReport | Callable[[], object]] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
         )
-        self.delivery = Delivery(client, open_spool(config), self.errors)
+        self.delivery = Delivery(client, open_spool(config), self.errors, redactor)
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
         columns = config.column_lineage
         self._capture_rules = CaptureRules(
@@ -166,14 +168,19 @@ class LineageRuntime:
         timeout: float | None = None,
         error: str | None = None,
         stack: str | None = None,
+        ending_first: bool = False,
     ) -> None:
-        """Unregister, drain, complete (or fail) the application run, and close the client, all within the
-        configured shutdown timeout. Never raises."""
+        """Unregister, drain, end the application run as ``state`` says, and close the client, all within the
+        configured shutdown timeout. Never raises. ``ending_first``: the process is dying, so the application
+        run's terminal event is spooled before anything else, and a replay delivers it whatever happens next."""
         with self._shutdown_lock:
             if not self.active:
                 return
             self.active = False
         deadline = _Deadline(self.config.shutdown_timeout if timeout is None else timeout)
+        ending = self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
+        if ending_first:
+            self.delivery.submit(ending)
         try:
             self.bridge.drain_listener_bus(deadline.millis())
             self.bridge.unregister_listener()
@@ -185,8 +192,8 @@ class LineageRuntime:
         except Exception as exc:  # noqa: BLE001
             self.errors.report("restoring Iceberg metrics reporters", exc)
         self.analysis_worker.close(deadline.seconds())
-        # Spooled before anything is sent: a replay delivers the ending even if the process dies mid-send.
-        self.delivery.submit(self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack))
+        if not ending_first:
+            self.delivery.submit(ending)
         self.delivery.close(deadline.seconds())
         lost = self.analysis_worker.dropped
         if lost:
@@ -335,8 +342,6 @@ def disable_all() -> None:
 _lock = threading.RLock()
 _handles: dict[str, LineageHandle] = {}
 """The enabled handle of each session, by the JVM session's key."""
-_hooks_installed = False
-_uncaught: tuple[str, str] | None = None
 
 
 def handle_for(session_key: str) -> LineageHandle | None:
@@ -347,7 +352,7 @@ def handle_for(session_key: str) -> LineageHandle | None:
 
 def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> LineageHandle:
     with _lock:
-        _install_process_hooks()
+        _install_process_hooks(runtime.config.shutdown_timeout)
         _wrap_context_stop(spark_context)
         runtime.start()
         handle = LineageHandle(runtime)
@@ -384,36 +389,12 @@ def _wrap_context_stop(spark_context: Any) -> None:
     spark_context.stop = stop
 
 
-def _install_process_hooks() -> None:
-    global _hooks_installed
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    previous_hook = sys.excepthook
-
-    def excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-        global _uncaught
-        try:
-            if not issubclass(kind, (KeyboardInterrupt, SystemExit)):
-                _uncaught = (
-                    f"{kind.__name__}: {value}",
-                    "".join(traceback.format_exception(kind, value, tb)),
-                )
-        finally:
-            previous_hook(kind, value, tb)
-
-    sys.excepthook = excepthook
-    atexit.register(_at_exit)
+def _install_process_hooks(timeout: float) -> None:
+    endings.install(_end_all, _end_all, timeout)
 
 
-def _at_exit() -> None:
-    """Interpreter exit: complete every application run (FAIL after an uncaught exception) within the bounded
-    shutdown time, after draining what Spark still holds for our listener."""
+def _end_all(ending: endings.Ending) -> None:
+    """End every application run of this process as ``ending`` says, within the bounded shutdown time, after
+    draining what Spark still holds for our listener."""
     for runtime in _live_runtimes():
-        try:
-            if _uncaught is not None:
-                runtime.shutdown(RunState.FAIL, error=_uncaught[0], stack=_uncaught[1])
-            else:
-                runtime.shutdown(RunState.COMPLETE)
-        except BaseException:  # noqa: BLE001 - never disturb interpreter exit
-            pass
+        runtime.shutdown(ending.state, error=ending.error, stack=ending.stack, ending_first=ending.ending_first)

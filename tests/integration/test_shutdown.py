@@ -1,4 +1,5 @@
-"""The application run ends with the process: COMPLETE at spark.stop() or exit, FAIL on an uncaught exception.
+"""The application run ends with the process: COMPLETE at spark.stop() or exit, FAIL on an uncaught exception,
+a non-zero ``sys.exit`` or SIGTERM, ABORT on Ctrl-C.
 
 Each case runs a real job in its own process (plain ``python`` or ``spark-submit``) that sends its events to a
 receiver in this test process.
@@ -7,6 +8,7 @@ receiver in this test process.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LineageReceiver, app_events, only_run
+from tests.support import LineageReceiver, app_events, only_run, query_events, replay
 
 pytestmark = pytest.mark.spark
 
 JOB = """
-import sys
+import sys, time
 from pyspark.sql import SparkSession
 import spark_lineage
 
@@ -30,13 +32,24 @@ spark.range(4).write.parquet(sys.argv[2])
 """
 
 ENDINGS = {
-    "spark_stop": "spark.stop()\nprint('stopped')",
+    "spark_stop": """
+spark.stop()
+try:
+    spark_lineage.enable(spark)
+except spark_lineage.StoppedSessionError as error:
+    print(error)
+""",
     "no_stop": "print('leaving without spark.stop()')",
     "uncaught_exception": "raise RuntimeError('job exploded')",
+    "sys_exit_3": "sys.exit(3)",
+    # Waits for a signal from the test: Ctrl-C (SIGINT) or SIGTERM.
+    "signal": "print('written', flush=True)\ntime.sleep(120)",
 }
 
 
-def _run_job(tmp_path: Path, ending: str, receiver: LineageReceiver, submit: bool) -> subprocess.CompletedProcess[str]:
+def _run_job(
+    tmp_path: Path, ending: str, url: str, submit: bool, send: signal.Signals | None = None
+) -> subprocess.CompletedProcess[str]:
     import pyspark
 
     script = tmp_path / "job.py"
@@ -45,10 +58,20 @@ def _run_job(tmp_path: Path, ending: str, receiver: LineageReceiver, submit: boo
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     if submit:
         spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-        command = [str(spark_submit), "--master", "local[1]", str(script), receiver.url, str(output)]
+        command = [str(spark_submit), "--master", "local[1]", str(script), url, str(output)]
     else:
-        command = [sys.executable, str(script), receiver.url, str(output)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+        command = [sys.executable, str(script), url, str(output)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert process.stdout is not None
+    if send is not None:
+        line = process.stdout.readline()
+        assert line == "written\n", line + (process.stderr.read() if process.stderr else "")
+        process.send_signal(send)
+    try:
+        out, err = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 @pytest.mark.parametrize(
@@ -62,8 +85,10 @@ def _run_job(tmp_path: Path, ending: str, receiver: LineageReceiver, submit: boo
 def test_application_run_ends_with_the_process(
     tmp_path: Path, receiver: LineageReceiver, ending: str, submit: bool, final_state: str
 ) -> None:
-    result = _run_job(tmp_path, ending, receiver, submit)
+    result = _run_job(tmp_path, ending, receiver.url, submit)
     assert (result.returncode == 0) == (final_state == "COMPLETE"), result.stderr[-3000:]
+    if ending == "spark_stop":
+        assert "enable() was given a SparkSession whose SparkContext is stopped" in result.stdout
 
     start, end = app_events(receiver.events)
     assert (start["eventType"], end["eventType"]) == ("START", final_state)
@@ -78,3 +103,52 @@ def test_application_run_ends_with_the_process(
         assert error["message"] == "RuntimeError: job exploded"
         assert error["programmingLanguage"] == "PYTHON"
         assert "raise RuntimeError('job exploded')" in error["stackTrace"]
+
+
+@pytest.mark.parametrize(
+    ("ending", "send", "returncode", "final_state", "message"),
+    [
+        ("sys_exit_3", None, 3, "FAIL", "the application exited with code 3 (sys.exit)"),
+        ("signal", signal.SIGINT, -signal.SIGINT, "ABORT", "the application was interrupted (KeyboardInterrupt)"),
+    ],
+)
+def test_exit_code_and_ctrl_c_end_the_application_run_honestly(
+    tmp_path: Path,
+    receiver: LineageReceiver,
+    ending: str,
+    send: signal.Signals | None,
+    returncode: int,
+    final_state: str,
+    message: str,
+) -> None:
+    result = _run_job(tmp_path, ending, receiver.url, submit=False, send=send)
+    assert result.returncode == returncode, result.stderr[-3000:]
+    start, end = app_events(receiver.events)
+    assert (start["eventType"], end["eventType"]) == ("START", final_state)
+    assert end["run"]["facets"]["errorMessage"]["message"] == message
+    _, query_end = only_run(receiver.events, "execute_insert_into_hadoop_fs_relation_command")
+    assert query_end["eventType"] == "COMPLETE"
+
+
+def test_sigterm_ends_the_application_run_even_with_the_backend_down(
+    tmp_path: Path, receiver: LineageReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed driver's application run always ends: the FAIL is spooled inside the signal handler before
+    anything is sent, so with the backend down at that moment a later replay still delivers it."""
+    receiver.stop()
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("SPARK_LINEAGE_SPOOL_DIR", str(spool))
+    result = _run_job(tmp_path, "signal", receiver.url, submit=False, send=signal.SIGTERM)
+    assert result.returncode == -signal.SIGTERM, result.stderr[-3000:]
+    assert f"spark-lineage replay --spool {spool}" in result.stderr
+    assert receiver.events == []
+
+    receiver.start()
+    result = replay(spool)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == f"spark-lineage replay: 4 of 4 events delivered from {spool}"
+    start, end = app_events(receiver.events)
+    assert (start["eventType"], end["eventType"]) == ("START", "FAIL")
+    assert end["run"]["facets"]["errorMessage"]["message"] == "the application was terminated by SIGTERM"
+    assert [e["eventType"] for e in query_events(receiver.events)] == ["START", "COMPLETE"]
+    assert set(receiver.copies().values()) == {1}
