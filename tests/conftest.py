@@ -14,6 +14,26 @@ from tests.postgres_server import Postgres, PostgresUnavailableError, binaries, 
 from tests.support import LineageReceiver
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``once`` run only on the PySpark line SPARK_LINEAGE_ONCE_ON names (scripts/test sets it to
+    the line pip installs by default), and everywhere when it is not set."""
+    line = os.environ.get("SPARK_LINEAGE_ONCE_ON")
+    if not line:
+        return
+    try:
+        from importlib.metadata import version
+
+        current = version("pyspark")
+    except Exception:  # noqa: BLE001 - no PySpark here (the pyiceberg-only environment)
+        current = "none"
+    if current == line:
+        return
+    skip = pytest.mark.skip(reason=f"runs once per test run, on pyspark {line}")
+    for item in items:
+        if "once" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("warehouse")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -79,14 +83,38 @@ def _facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
 
 class LineageReceiver:
     """A real OpenLineage HTTP endpoint on loopback that keeps what it receives, in arrival order, and validates
-    every event against the published schemas as it arrives."""
+    every event against the published schemas as it arrives.
 
-    def __init__(self, status: int = 200, before_reply: Callable[[], object] | None = None) -> None:
+    It can be sick the ways backends are: ``refuse_first`` answers 503 to that many requests (keeping none of
+    them), ``delay_seconds`` keeps each event at once but answers only after that long (a backend slower than
+    the client's timeout), ``before_reply`` runs before each answer, and :meth:`stop` / :meth:`start` take it
+    down and bring it back on the same port.
+    """
+
+    def __init__(
+        self,
+        status: int = 200,
+        before_reply: Callable[[], object] | None = None,
+        *,
+        port: int = 0,
+        refuse_first: int = 0,
+        delay_seconds: float = 0.0,
+    ) -> None:
         self.events: list[dict[str, Any]] = []
         self.invalid: list[str] = []
         self.status = status
+        self.refuse_first = refuse_first
+        self.delay_seconds = delay_seconds
+        self.requests = 0
         self.events_answered = 0
+        self._before_reply = before_reply
         self._lock = threading.Lock()
+        self._port = port
+        self._server: ThreadingHTTPServer | None = None
+        self.start()
+
+    def start(self) -> None:
+        """Listen (again, on the same port once it had one)."""
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -94,6 +122,12 @@ class LineageReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver._lock:
+                    receiver.requests += 1
+                    refused = receiver.requests <= receiver.refuse_first
+                if refused:
+                    self._answer(503)
+                    return
                 event = json.loads(body)
                 try:
                     validate_event(event)
@@ -101,32 +135,74 @@ class LineageReceiver:
                     receiver.invalid.append(f"{event.get('eventType')} {event['job']['name']}: {error}")
                 with receiver._lock:
                     receiver.events.append(event)
-                if before_reply is not None:
-                    before_reply()
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                if receiver._before_reply is not None:
+                    receiver._before_reply()
+                if receiver.delay_seconds:
+                    time.sleep(receiver.delay_seconds)
+                self._answer(receiver.status)
                 receiver.events_answered += 1
+
+            def _answer(self, status: int) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:  # the client gave up waiting: what it sent is kept all the same
+                    pass
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        server.daemon_threads = True
+        self._port = int(server.server_address[1])
+        self._server = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop listening: connections are refused until :meth:`start`."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._port}"
 
     def clear(self) -> None:
         with self._lock:
             self.events.clear()
 
+    def copies(self) -> dict[tuple[str, str], int]:
+        """How many times each (run id, event type) arrived."""
+        counts: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for event in self.events:
+                key = (event["run"]["runId"], str(event.get("eventType")))
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self.stop()
+
+
+def replay(spool: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``spark-lineage replay --spool SPOOL`` as a user runs it: its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "spark_lineage.cli", "replay", "--spool", str(spool), "--timeout", str(timeout)],
+        capture_output=True,
+        text=True,
+        timeout=timeout + 60,
+        check=False,
+    )
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (a backend that is down)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def query_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -137,8 +137,13 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
 def suggestions(unknown: tuple[str, ...], name_of: NameOf) -> list[str]:
     """One line per unknown key, with the known key it is closest to, if any."""
     lines = []
+    first_parts = sorted({known.split(".")[0] for known in KNOWN} | {"transport"})
     for key in unknown:
         close = difflib.get_close_matches(key, KNOWN, n=1, cutoff=0.6)
+        if not close and "." in key:  # a misspelt group (``trasnport.url``): the group, corrected
+            head, rest = key.split(".", 1)
+            group = difflib.get_close_matches(head, first_parts, n=1, cutoff=0.7)
+            close = [f"{group[0]}.{rest}"] if group else []
         hint = f"; did you mean {name_of(close[0])}?" if close else ""
         lines.append(f"{name_of(key)} is not a key spark_lineage knows: it is ignored{hint}")
     return lines

@@ -20,8 +20,11 @@ def overrides(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     openlineage-python, whose own settings are snake_case (``backoff_factor``)."""
     flat: dict[str, Any] = {}
     for key, value in values.items():
+        name = str(key)
+        if not prefix and name.startswith(CONF_PREFIX):  # the conf's own name, copied from spark-defaults.conf
+            name = name[len(CONF_PREFIX) :]
         inside_transport = prefix.startswith("transport.")
-        dotted = str(key) if inside_transport else ".".join(_camel(part) for part in str(key).split("."))
+        dotted = name if inside_transport else ".".join(_camel(part) for part in name.split("."))
         full = f"{prefix}{dotted}"
         if isinstance(value, Mapping):
             flat.update(overrides(value, full + "."))

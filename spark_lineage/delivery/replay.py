@@ -13,10 +13,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from spark_lineage.delivery.sender import Sender
+from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
+
+REPLAY_MAX_BACKOFF_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,9 @@ def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
     for destination, settings in spool.destinations().items():
         target = transport if transport is not None else get_default_factory().create(json.loads(settings))
         leave_retries_to_the_spool(target)
-        sender = Sender(spool, destination, target, errors, name="spark-lineage-replay")
+        # Someone is waiting for this: a backend that refuses is asked again within seconds, not minutes.
+        backoff = Backoff(first=0.25, most=REPLAY_MAX_BACKOFF_SECONDS)
+        sender = Sender(spool, destination, target, errors, name="spark-lineage-replay", backoff=backoff)
         sender.close(timeout)
         sent += sender.sent
     left = spool.pending()

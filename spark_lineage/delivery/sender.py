@@ -4,9 +4,14 @@ One :class:`Sender` thread per destination and process takes the spool's oldest 
 (other processes' too: that is how the next ``enable()`` replays what an earlier process left), sends them in
 order, and forgets each one the backend acknowledged. A failure keeps the event in the spool and pauses the
 whole destination (a backoff per backend, not per event: a dead backend is found dead once, not once per
-event). A request that timed out is sent again from the spool with a longer timeout, so a backend slower than
-the timeout gets a second copy, not a flood of them. Delivery is at least once: an event the backend stored
-but did not acknowledge before the process died is sent again by a replay.
+event). An event is sent again only from the spool, never by a second layer of retries. Each attempt of an
+event waits twice as long as the one before (up to 8 times the configured timeout; attempts are counted in
+the spool, so a replay in another process goes on from there), and a timeout that ran out makes the sender
+wait that much longer for the events after it too: a backend slower than the timeout gets one second copy,
+not a copy of every event, nor a flood of them.
+
+Delivery is at least once: an event the backend stored but did not acknowledge (it answered after the
+timeout, or the process died before the answer) is sent again.
 """
 
 from __future__ import annotations
@@ -27,22 +32,24 @@ log = logging.getLogger("spark_lineage")
 BATCH = 50
 IDLE_POLL_SECONDS = 5.0
 """How often an idle sender looks for events other processes spooled for its destination."""
-MAX_BACKOFF_SECONDS = 30.0
-MAX_TIMEOUT_FACTOR = 8
-"""A timeout that keeps running out is doubled up to this many times the configured one."""
+MAX_TIMEOUT_DOUBLINGS = 3
+"""An event's timeout doubles with each attempt, up to 2**3 = 8 times the configured one."""
 
 
 class Backoff:
-    """When a destination may be tried again: at once while it answers, then after 1, 2, 4, ... seconds."""
+    """When a destination may be tried again: at once while it answers, then after ``first``, twice that,
+    four times that, ... up to ``most`` seconds."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, first: float = 0.5, most: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.first = first
+        self.most = most
         self._clock = clock
         self.failures = 0
         self.next_try = 0.0
 
     def failed(self) -> None:
         self.failures += 1
-        self.next_try = self._clock() + min(2.0 ** (self.failures - 1), MAX_BACKOFF_SECONDS)
+        self.next_try = self._clock() + min(self.first * 2.0 ** (self.failures - 1), self.most)
 
     def succeeded(self) -> None:
         self.failures = 0
@@ -56,7 +63,13 @@ class Sender:
     """Sends one destination's spooled events through ``transport`` from a daemon thread."""
 
     def __init__(
-        self, spool: Spool, destination: str, transport: Any, errors: ErrorLog, name: str = "spark_lineage-sender"
+        self,
+        spool: Spool,
+        destination: str,
+        transport: Any,
+        errors: ErrorLog,
+        name: str = "spark_lineage-sender",
+        backoff: Backoff | None = None,
     ) -> None:
         self.spool = spool
         self.destination = destination
@@ -64,8 +77,10 @@ class Sender:
         self.sent = 0
         self._errors = errors
         self._owner = f"{os.getpid()}:{id(self)}"
-        self._backoff = Backoff()
+        self._backoff = backoff or Backoff()
         self._base_timeout = getattr(transport, "timeout", None)
+        self._slow_backend_doublings = 0
+        """How many times the timeout had to double for this backend to answer in time."""
         self._wake = threading.Event()
         self._progress = threading.Condition()
         self._stopping = threading.Event()
@@ -75,8 +90,9 @@ class Sender:
     @property
     def lease_seconds(self) -> float:
         """How long a leased event is ours: longer than one send can take."""
-        timeout = getattr(self.transport, "timeout", None)
-        return float(timeout) * 2 + 10 if isinstance(timeout, (int, float)) else 60.0
+        if isinstance(self._base_timeout, (int, float)):
+            return float(self._base_timeout * 2**MAX_TIMEOUT_DOUBLINGS + 10)
+        return 60.0
 
     def wake(self) -> None:
         """There is something new to send."""
@@ -118,10 +134,15 @@ class Sender:
                 if self._stopping.is_set():
                     self.spool.release([rest.id for rest in batch[index:]])
                     break
+                doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
+                if isinstance(self._base_timeout, (int, float)):
+                    self.transport.timeout = self._base_timeout * 2**doublings
                 try:
                     self.transport.emit(from_payload(item.payload))
                 except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
                     self.spool.release([rest.id for rest in batch[index:]], attempted=[item.id])
+                    if _timed_out(error):
+                        self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
                     self._failed(error)
                     break
                 self.spool.acknowledge(item.id)
@@ -132,10 +153,6 @@ class Sender:
 
     def _failed(self, error: BaseException) -> None:
         self._backoff.failed()
-        timed_out = "timeout" in type(error).__name__.lower() or "timed out" in str(error).lower()
-        if timed_out and isinstance(self._base_timeout, (int, float)):
-            current = float(getattr(self.transport, "timeout", self._base_timeout))
-            self.transport.timeout = min(current * 2, self._base_timeout * MAX_TIMEOUT_FACTOR)
         self._errors.report(
             f"delivering to {self.destination}",
             message=(
@@ -145,6 +162,11 @@ class Sender:
         )
         with self._progress:
             self._progress.notify_all()
+
+
+def _timed_out(error: BaseException) -> bool:
+    """Whether the backend did not answer in time (requests' and the standard library's timeouts alike)."""
+    return isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
 
 
 def _describe(error: BaseException) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,8 @@ from typing import Any
 import pytest
 
 import spark_lineage
-from tests.support import LineageReceiver, app_events, datasets, only_run, query_events
+from spark_lineage.delivery.spool import Spool
+from tests.support import LineageReceiver, app_events, datasets, free_port, only_run, query_events
 
 pytestmark = pytest.mark.spark
 
@@ -34,23 +34,26 @@ def test_failing_query_gets_fail_with_error_message(
     assert "outputStatistics" not in fail["outputs"][0].get("outputFacets", {})
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def test_backend_down_never_fails_the_job(spark: Any, data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    url = f"http://127.0.0.1:{_closed_port()}"
-    handle = spark_lineage.enable(spark, transport={"type": "http", "url": url, "retry": {"total": 0}})
+def test_backend_down_never_fails_the_job(
+    spark: Any, data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    spool = tmp_path / "spool"
+    handle = spark_lineage.enable(spark, transport={"type": "http", "url": url}, python={"spool": {"dir": str(spool)}})
     with caplog.at_level(logging.WARNING, logger="spark_lineage"):
         for index in range(3):
             spark.range(5).write.parquet(str(data_dir / f"down_{index}"))
-        assert handle.flush(60)
-        handle.disable(timeout=30)
+        assert not handle.flush(5)  # not delivered, and flush says so
+        handle.disable(timeout=5)
     assert [spark.read.parquet(str(data_dir / f"down_{i}")).count() for i in range(3)] == [5, 5, 5]
-    delivery_warnings = [r for r in caplog.records if "delivering an event" in r.getMessage()]
+    delivery_warnings = [r for r in caplog.records if "did not take an event" in r.getMessage()]
     assert len(delivery_warnings) == 1  # logged once per kind, not once per event
+    # Everything waits in the spool: the application run and three query runs, START and COMPLETE each.
+    left = Spool(spool).pending()
+    assert left.count == 8
+    (summary,) = [r.getMessage() for r in caplog.records if "could not be delivered" in r.getMessage()]
+    assert summary.startswith("spark_lineage: 8 lineage events (jobs default/lineage_tests, ")
+    assert summary.endswith(f"deliver them with: spark-lineage replay --spool {spool}")
 
 
 def test_stuck_backend_never_holds_up_the_job(spark: Any, data_dir: Path) -> None:

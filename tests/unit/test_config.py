@@ -191,3 +191,108 @@ def test_composite_transport_as_a_list_as_openlineage_python_spells_it(tmp_path:
     assert type(config.create_client().transport).__name__ == "CompositeTransport"
     with pytest.raises(ConfigError, match=r"transport\.transports\[1\]\.location is required"):
         resolve({}, {"transport": {"type": "composite", "transports": [{"type": "console"}, {"type": "file"}]}})
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"python.shutdownTimeoutSeconds": "inf"}, "python.shutdownTimeoutSeconds='inf' is not valid"),
+        ({"python.shutdownTimeoutSeconds": "nan"}, "python.shutdownTimeoutSeconds='nan' is not valid"),
+        (
+            {"transport.type": "http", "transport.url": "http://x", "transport.timeoutInMillis": "-5"},
+            "spark.openlineage.transport.timeoutInMillis='-5' is not valid; accepted values: a finite number > 0",
+        ),
+        (
+            {"transport.type": "http", "transport.url": "http://x", "transport.timeout": "inf"},
+            "spark.openlineage.transport.timeout='inf' is not valid; accepted values: a finite number > 0",
+        ),
+        ({"python.spool.maxBytes": "-1"}, "spark.openlineage.python.spool.maxBytes='-1' is not valid"),
+        ({"python.spool.maxBytes": "1e999"}, "spark.openlineage.python.spool.maxBytes='1e999' is not valid"),
+        ({"python.spool.disabled": "perhaps"}, "spark.openlineage.python.spool.disabled='perhaps' is not a boolean"),
+        (
+            {"transport.type": "file", "transport.location": "/proc/no-such-dir/events.jsonl"},
+            "spark.openlineage.transport.location='/proc/no-such-dir/events.jsonl': its directory cannot be created",
+        ),
+    ],
+)
+def test_values_that_cannot_work_are_refused_naming_the_key(conf: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        resolve({f"spark.openlineage.{k}": v for k, v in conf.items()})
+    assert message in str(raised.value)
+
+
+def test_file_transport_directory_is_created(tmp_path: Path) -> None:
+    location = tmp_path / "not" / "yet" / "events.jsonl"
+    resolve({"spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(location)})
+    assert location.parent.is_dir()
+
+
+def test_override_keys_may_carry_the_conf_prefix_and_errors_name_it_once() -> None:
+    overrides = {"spark.openlineage.transport.type": "file", "spark.openlineage.transport.append": "maybe"}
+    with pytest.raises(ConfigError) as raised:
+        resolve({}, {**overrides, "spark.openlineage.transport.location": "/tmp/x.jsonl"})
+    assert str(raised.value).startswith("spark.openlineage.transport.append='maybe' is not a boolean")
+
+
+def test_unknown_keys_get_a_suggestion() -> None:
+    from spark_lineage.config import unknown_key_warnings
+
+    prefix = "spark.openlineage."
+    config = resolve({f"{prefix}namespce": "x", f"{prefix}trasnport.url": "http://x", f"{prefix}zzz": "1"})
+    assert unknown_key_warnings(config) == [
+        f"{prefix}namespce is not a key spark_lineage knows: it is ignored; did you mean {prefix}namespace?",
+        f"{prefix}trasnport.url is not a key spark_lineage knows: it is ignored; did you mean {prefix}transport.url?",
+        f"{prefix}zzz is not a key spark_lineage knows: it is ignored",
+    ]
+
+
+def test_url_params_go_on_the_endpoint_where_openlineage_python_keeps_them() -> None:
+    config = resolve(
+        {
+            "spark.openlineage.transport.type": "http",
+            "spark.openlineage.transport.url": "http://backend:5000/base/",
+            "spark.openlineage.transport.urlParams.team": "data eng",
+            "spark.openlineage.transport.urlParams.env": "prod",
+        }
+    )
+    transport = config.create_client().transport
+    assert isinstance(transport, HttpTransport)
+    from urllib.parse import urljoin
+
+    assert (
+        urljoin(transport.url, transport.endpoint) == "http://backend:5000/base/api/v1/lineage?team=data+eng&env=prod"
+    )
+
+
+def test_spool_settings() -> None:
+    config = resolve(
+        {
+            "spark.openlineage.python.spool.dir": "/var/spool/lineage",
+            "spark.openlineage.python.spool.maxBytes": "1048576",
+            "spark.openlineage.python.spool.disabled": "true",
+        }
+    )
+    assert (config.spool_dir, config.spool_max_bytes, config.spool_disabled) == ("/var/spool/lineage", 1048576, True)
+    assert resolve({}).spool_max_bytes == 256 * 1024 * 1024
+
+
+def test_an_unusable_spool_directory_is_a_config_error(tmp_path: Path) -> None:
+    from spark_lineage.delivery import open_spool
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match=r"^spark\.openlineage\.python\.spool\.dir: cannot keep a lineage spool"):
+        open_spool(resolve({"spark.openlineage.python.spool.dir": str(blocker / "spool")}))
+
+
+def test_repr_of_the_settings_never_shows_the_api_key() -> None:
+    config = resolve(
+        {
+            "spark.openlineage.transport.type": "http",
+            "spark.openlineage.transport.url": "http://x",
+            "spark.openlineage.transport.auth.type": "api_key",
+            "spark.openlineage.transport.auth.apiKey": "very-secret-key",
+            "spark.openlineage.transport.headers.X-Token": "header-secret",
+        }
+    )
+    assert "very-secret-key" not in repr(config) and "header-secret" not in repr(config)

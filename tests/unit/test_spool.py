@@ -1,0 +1,244 @@
+"""The durable spool and the sender, with a real HTTP backend on loopback and real processes sharing a spool
+(no Spark: tests/integration/test_delivery.py runs the same against Spark jobs)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import job_type_job
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+from spark_lineage.delivery.payloads import from_payload, to_payload
+from spark_lineage.delivery.sender import Backoff, Sender
+from spark_lineage.delivery.spool import SPOOL_FILE, Spool
+from spark_lineage.delivery.transports import leave_retries_to_the_spool
+from spark_lineage.worker import ErrorLog
+from tests.support import LineageReceiver, free_port
+
+PRODUCER = "https://github.com/spark-lineage/spark-lineage"
+
+
+def _event(run: int, state: RunState = RunState.START, job_type: str = "SQL_JOB") -> RunEvent:
+    return RunEvent(
+        eventType=state,
+        eventTime="2026-12-01T10:00:00.000+00:00",
+        run=Run(runId=f"0195f5b6-0000-7000-8000-{run:012d}"),
+        job=Job(
+            namespace="default",
+            name=f"job_{run}",
+            facets={
+                "jobType": job_type_job.JobTypeJobFacet(
+                    processingType="BATCH", integration="SPARK", jobType=job_type, producer=PRODUCER
+                )
+            },
+        ),
+        producer=PRODUCER,
+    )
+
+
+def _put(spool: Spool, event: RunEvent, destination: str = "http test") -> None:
+    payload = to_payload(event)
+    spool.put(destination, payload.run_id, payload.job, payload.application, payload.json)
+
+
+def _http(url: str, timeout: float = 5.0) -> HttpTransport:
+    transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": timeout}))
+    leave_retries_to_the_spool(transport)
+    return transport
+
+
+def test_payloads_round_trip_exactly() -> None:
+    event = _event(1, RunState.COMPLETE, "APPLICATION")
+    payload = to_payload(event)
+    assert (payload.run_id, payload.job, payload.application) == (event.run.runId, "default/job_1", True)
+    assert to_payload(from_payload(payload.json)).json == payload.json
+
+
+def test_lease_gives_oldest_first_and_never_the_same_event_twice(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for run in range(5):
+        _put(spool, _event(run))
+    first = spool.lease("http test", "a", 3, 60)
+    second = spool.lease("http test", "b", 10, 60)
+    assert [e.job for e in first] == ["default/job_0", "default/job_1", "default/job_2"]
+    assert [e.job for e in second] == ["default/job_3", "default/job_4"]
+    spool.release([first[0].id], attempted=[first[0].id])
+    spool.acknowledge(first[1].id)
+    again = spool.lease("http test", "c", 10, 60)
+    assert [(e.job, e.attempts) for e in again] == [("default/job_0", 1)]
+    assert spool.pending().count == 4
+
+
+def test_a_run_is_sent_in_order_even_across_senders(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    _put(spool, _event(1, RunState.START))
+    _put(spool, _event(1, RunState.COMPLETE))
+    first = spool.lease("http test", "a", 1, 60)
+    # The run's COMPLETE waits while its START is in someone else's hands.
+    assert spool.lease("http test", "b", 10, 60) == []
+    spool.acknowledge(first[0].id)
+    assert [json.loads(e.payload)["eventType"] for e in spool.lease("http test", "b", 10, 60)] == ["COMPLETE"]
+
+
+def test_a_full_spool_drops_the_oldest_query_events_and_keeps_application_events(tmp_path: Path) -> None:
+    size = len(to_payload(_event(0)).json.encode())
+    spool = Spool(tmp_path, max_bytes=size * 4 + size // 2)
+    dropped_jobs: list[str] = []
+    for event in [_event(100, RunState.START, "APPLICATION"), *map(_event, range(5))]:
+        payload = to_payload(event)
+        dropped = spool.put("http test", payload.run_id, payload.job, payload.application, payload.json)
+        dropped_jobs += sorted(dropped.jobs)
+    assert dropped_jobs == ["default/job_0", "default/job_1"]
+    payload = to_payload(_event(100, RunState.COMPLETE, "APPLICATION"))
+    dropped = spool.put("http test", payload.run_id, payload.job, payload.application, payload.json)
+    assert (dropped.count, dropped.jobs) == (1, {"default/job_2"})
+    left = spool.pending()
+    assert left.jobs == ("default/job_100", "default/job_3", "default/job_4")
+    assert left.bytes <= spool.max_bytes
+
+
+def test_backoff_is_per_backend_and_grows_to_its_limit() -> None:
+    now = [0.0]
+    backoff = Backoff(first=0.5, most=4.0, clock=lambda: now[0])
+    waits = []
+    for _ in range(6):
+        backoff.failed()
+        waits.append(backoff.wait_seconds())
+    assert waits == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    backoff.succeeded()
+    assert backoff.wait_seconds() == 0.0
+
+
+def test_a_dead_backend_costs_one_failure_and_loses_nothing(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    port = free_port()
+    for run in range(20):
+        _put(spool, _event(run))
+    errors = ErrorLog()
+    sender = Sender(spool, "http test", _http(f"http://127.0.0.1:{port}"), errors)
+    assert not sender.close(1.5)
+    assert spool.pending().count == 20
+    # Found dead once: a few attempts in total, not one per event, and none of them lost an event.
+    attempts = sum(e.attempts for e in spool.lease("http test", "x", 100, 0.01))
+    assert 1 <= attempts <= 3
+    receiver = LineageReceiver(port=port)
+    try:
+        assert Sender(spool, "http test", _http(receiver.url), errors).close(30)
+        assert [e["job"]["name"] for e in receiver.events] == [f"job_{run}" for run in range(20)]
+        assert set(receiver.copies().values()) == {1}
+        assert not receiver.invalid
+    finally:
+        receiver.close()
+    assert spool.pending().count == 0
+
+
+def test_a_refusing_backend_gets_everything_once_it_accepts(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    receiver = LineageReceiver(refuse_first=4)
+    try:
+        for run in range(10):
+            _put(spool, _event(run))
+        sender = Sender(spool, "http test", _http(receiver.url), ErrorLog(), backoff=Backoff(first=0.1, most=0.5))
+        assert sender.close(30)
+        assert receiver.requests == 14
+        assert [e["job"]["name"] for e in receiver.events] == [f"job_{run}" for run in range(10)]
+    finally:
+        receiver.close()
+
+
+def test_a_backend_slower_than_the_timeout_gets_at_most_two_copies(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    receiver = LineageReceiver(delay_seconds=1.4)
+    try:
+        for run in range(3):
+            _put(spool, _event(run))
+        sender = Sender(spool, "http test", _http(receiver.url, timeout=1.0), ErrorLog(), backoff=Backoff(0.1, 0.2))
+        assert sender.close(60)
+        # The first send timed out (the backend kept it all the same) and went again waiting twice as long;
+        # the sender waits that long for the events after it: one copy each.
+        assert receiver.copies() == {
+            ("0195f5b6-0000-7000-8000-000000000000", "START"): 2,
+            ("0195f5b6-0000-7000-8000-000000000001", "START"): 1,
+            ("0195f5b6-0000-7000-8000-000000000002", "START"): 1,
+        }
+    finally:
+        receiver.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from tests.unit.test_spool import _event, _put
+    from spark_lineage.delivery.spool import Spool
+    from pathlib import Path
+
+    spool = Spool(Path(sys.argv[1]))
+    offset = int(sys.argv[2])
+    for run in range(offset, offset + 300):
+        _put(spool, _event(run))
+    """
+)
+
+SENDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from tests.unit.test_spool import _http
+    from spark_lineage.delivery.sender import Sender
+    from spark_lineage.delivery.spool import Spool
+    from spark_lineage.worker import ErrorLog
+
+    spool = Spool(Path(sys.argv[1]))
+    sender = Sender(spool, "http test", _http(sys.argv[2]), ErrorLog())
+    sys.exit(0 if sender.close(120) else 1)
+    """
+)
+
+
+@pytest.mark.once
+def test_processes_share_one_spool_without_corruption_or_loss(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(offset)], cwd=root) for offset in (0, 1000)
+    ]
+    assert [writer.wait(120) for writer in writers] == [0, 0]
+    receiver = LineageReceiver()
+    try:
+        senders = [
+            subprocess.Popen([sys.executable, "-c", SENDER, str(tmp_path), receiver.url], cwd=root) for _ in range(2)
+        ]
+        assert [sender.wait(180) for sender in senders] == [0, 0]
+        copies = receiver.copies()
+        assert len(copies) == 600 and set(copies.values()) == {1}
+        expected = {f"0195f5b6-0000-7000-8000-{run:012d}" for run in [*range(300), *range(1000, 1300)]}
+        assert {run_id for run_id, _ in copies} == expected
+    finally:
+        receiver.close()
+    with sqlite3.connect(tmp_path / SPOOL_FILE) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT COUNT(*) FROM events").fetchone() == (0,)
+
+
+def test_an_in_memory_spool_works_the_same() -> None:
+    spool = Spool(None)
+    _put(spool, _event(1))
+    assert spool.location == "memory" and spool.pending().count == 1
+
+
+@pytest.mark.parametrize("seconds", [0.0])
+def test_flush_with_no_time_left_says_what_is_true(tmp_path: Path, seconds: float) -> None:
+    spool = Spool(tmp_path)
+    _put(spool, _event(1))
+    sender = Sender(spool, "http test", _http(f"http://127.0.0.1:{free_port()}"), ErrorLog())
+    started = time.monotonic()
+    assert sender.flush(seconds) is False
+    assert time.monotonic() - started < 5
+    sender.close(0)
