@@ -38,9 +38,10 @@ log = logging.getLogger("spark_lineage")
 __all__ = ["Delivery", "Spool", "create_client", "open_spool"]
 
 
-def open_spool(config: LineageConfig) -> Spool:
+def open_spool(config: LineageConfig, setting: str = "spark.openlineage.python.spool.dir") -> Spool:
     """The spool the configuration names: ``python.spool.dir``, ``$SPARK_LINEAGE_SPOOL_DIR``, or the user's
-    state directory; in memory with ``python.spool.disabled=true``."""
+    state directory; in memory with ``python.spool.disabled=true``. ``setting`` is what the user calls the
+    directory setting, for the message of the :class:`ConfigError` raised when it cannot be used."""
     if config.spool_disabled:
         return Spool(None, config.spool_max_bytes)
     directory = Path(config.spool_dir).expanduser() if config.spool_dir else default_spool_dir()
@@ -48,11 +49,11 @@ def open_spool(config: LineageConfig) -> Spool:
         return Spool(directory, config.spool_max_bytes)
     except (OSError, sqlite3.Error) as error:
         if config.spool_dir:
-            source = "spark.openlineage.python.spool.dir"
+            source = setting
         elif os.environ.get(SPOOL_DIR_ENV):
             source = f"${SPOOL_DIR_ENV}"
         else:
-            source = f"the default spool directory (set ${SPOOL_DIR_ENV} or spark.openlineage.python.spool.dir)"
+            source = f"the default spool directory (set ${SPOOL_DIR_ENV} or {setting})"
         raise ConfigError(
             f"{source}: cannot keep a lineage spool in {directory}: {error}; name a writable directory, or set "
             "spark.openlineage.python.spool.disabled=true to keep events in memory only"
@@ -63,10 +64,19 @@ class Delivery:
     """Spools each event, without its secrets, then sends it from a background thread; whatever cannot be
     sent stays spooled."""
 
-    def __init__(self, client: OpenLineageClient, spool: Spool, errors: ErrorLog, redactor: Redactor) -> None:
+    def __init__(
+        self,
+        client: OpenLineageClient,
+        spool: Spool,
+        errors: ErrorLog,
+        redactor: Redactor,
+        label: str = "spark_lineage",
+    ) -> None:
+        """``label`` starts the log lines (the library the user turned on)."""
         self.client = client
         self.spool = spool
         self.redactor = redactor
+        self.label = label
         self._errors = errors
         transport = client.transport
         self.enabled = transport is not None and getattr(transport, "kind", None) != "noop"
@@ -92,8 +102,9 @@ class Delivery:
             return
         if dropped.count:
             log.warning(
-                "spark_lineage: the lineage spool at %s is full (python.spool.maxBytes=%d): dropped the %d oldest "
+                "%s: the lineage spool at %s is full (python.spool.maxBytes=%d): dropped the %d oldest "
                 "query-run events (jobs %s); application-run events are kept",
+                self.label,
                 self.spool.location,
                 self.spool.max_bytes,
                 dropped.count,
@@ -116,7 +127,8 @@ class Delivery:
                 where = self.spool.path
                 jobs = ", ".join(left.jobs[:5]) + (f" and {len(left.jobs) - 5} more" if len(left.jobs) > 5 else "")
                 log.warning(
-                    "spark_lineage: %d lineage events (jobs %s) could not be delivered to %s and wait in %s; %s",
+                    "%s: %d lineage events (jobs %s) could not be delivered to %s and wait in %s; %s",
+                    self.label,
                     left.count,
                     jobs,
                     self.destination,

@@ -8,6 +8,7 @@ another process is the event this one would have sent, with its original times a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -46,14 +47,14 @@ def to_payload(event: Event, redactor: Redactor | None = None) -> Payload:
     """``event`` as the spool stores it; with ``redactor``, without any secret (see
     :mod:`spark_lineage.redaction`: the spool on disk never holds one either)."""
     text = Serde.to_json(event)
-    data = json.loads(text)
     if redactor is not None and redactor.needs_redaction(text):
-        data = redactor.document(data)
-        text = json.dumps(data, sort_keys=True)
-    job = data.get("job") or {}
-    job_type = ((job.get("facets") or {}).get("jobType") or {}).get("jobType")
-    run_id = (data.get("run") or {}).get("runId") or ""
-    return Payload(text, run_id, f"{job.get('namespace', '')}/{job.get('name', '')}", job_type == APPLICATION_JOB_TYPE)
+        text = json.dumps(redactor.document(json.loads(text)), sort_keys=True)
+    job = getattr(event, "job", None)
+    run = getattr(event, "run", None)
+    facet = (job.facets or {}).get("jobType") if job is not None else None
+    job_type = facet.get("jobType") if isinstance(facet, Mapping) else getattr(facet, "jobType", None)
+    name = f"{job.namespace}/{job.name}" if job is not None else "/"
+    return Payload(text, run.runId if run is not None else "", name, job_type == APPLICATION_JOB_TYPE)
 
 
 def from_payload(text: str) -> Event:

@@ -112,11 +112,14 @@ class Sender:
         return True
 
     def close(self, timeout: float | None) -> bool:
-        """Flush within ``timeout``, then stop. Returns whether everything was delivered."""
+        """Flush within ``timeout``, then stop. Returns whether everything was delivered. An event still in
+        the middle of its send is handed back to the spool at once, not when its lease runs out: a replay
+        right after this process exits may send it (at least once)."""
         delivered = self.flush(timeout)
         self._stopping.set()
         self._wake.set()
         self._thread.join(0.2)
+        self.spool.release_owned(self._owner)
         return delivered
 
     def _run(self) -> None:

@@ -203,6 +203,11 @@ class Spool:
                 [(1 if event_id in attempted else 0, event_id) for event_id in event_ids],
             )
 
+    def release_owned(self, owner: str) -> None:
+        """Give back every event ``owner`` still holds (a sender that stops)."""
+        with self._transaction() as db:
+            db.execute("UPDATE events SET leased_by = NULL, leased_until = NULL WHERE leased_by = ?", (owner,))
+
     # --- looking ---------------------------------------------------------------------------------------
 
     def pending(self, destination: str | None = None) -> Pending:

@@ -59,7 +59,7 @@ def test_payloads_round_trip_exactly() -> None:
     event = _event(1, RunState.COMPLETE, "APPLICATION")
     payload = to_payload(event)
     assert (payload.run_id, payload.job, payload.application) == (event.run.runId, "default/job_1", True)
-    assert to_payload(from_payload(payload.json)).json == payload.json
+    assert to_payload(from_payload(payload.json)) == payload
 
 
 def test_lease_gives_oldest_first_and_never_the_same_event_twice(tmp_path: Path) -> None:
