@@ -10,8 +10,10 @@ In a plain Python process, with no Spark anywhere::
     handle.disable()
 
 Events go through the openlineage-python client: its own configuration (``openlineage.yml``,
-``OPENLINEAGE__*``, ``OPENLINEAGE_URL``) applies unless a client is passed. Datasets are named exactly as the
-Spark side (:mod:`spark_lineage`) names the same tables, so both engines meet in one lineage graph.
+``OPENLINEAGE__*``, ``OPENLINEAGE_URL``) applies unless a client is passed. Each event is spooled on disk
+before it is sent (:mod:`spark_lineage.delivery`), so a backend that is down loses nothing that
+``spark-lineage replay`` cannot deliver later. Datasets are named exactly as the Spark side
+(:mod:`spark_lineage`) names the same tables, so both engines meet in one lineage graph.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from openlineage.client import OpenLineageClient
 
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
+from spark_lineage.delivery import create_client, open_spool
+from spark_lineage.redaction import Redactor, protect_logs
 
 __all__ = ["ConfigError", "IcebergLineageHandle", "LineageRun", "enable", "run"]
 
@@ -43,8 +47,12 @@ OPTIONS = {
     "root_parent_run_id": "rootParentRunId",
     "queue_size": "python.queueSize",
     "shutdown_timeout": "python.shutdownTimeoutSeconds",
+    "spool_dir": "python.spool.dir",
+    "spool_disabled": "python.spool.disabled",
+    "spool_max_bytes": "python.spool.maxBytes",
 }
 """``enable()`` options and the ``spark.openlineage.*`` key each one means on the Spark side."""
+SPOOL_DIR_OPTION = "iceberg_facets.enable() option spool_dir"
 
 
 class IcebergLineageHandle:
@@ -67,7 +75,8 @@ class IcebergLineageHandle:
 
     def disable(self, timeout: float | None = None) -> bool:
         """Remove the instrumentation from pyiceberg at once, then send what was captured, waiting at most
-        ``timeout`` seconds (default: the ``shutdown_timeout`` option, 10 s). True if everything was sent."""
+        ``timeout`` seconds (default: the ``shutdown_timeout`` option, 10 s). True if everything was sent;
+        what was not waits in the spool, and a warning says how to send it (``spark-lineage replay``)."""
         from iceberg_facets import runtime
 
         if self._runtime is None:
@@ -95,13 +104,16 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     - ``job_name``: the job, and the prefix of each standalone run's job (default: the script's name);
     - ``transport``, ``disabled``, ``disabled_facets``, ``append_dataset_name``, ``parent_job_namespace`` /
       ``parent_job_name`` / ``parent_run_id`` (and ``root_parent_*``), ``queue_size`` (events waiting, 1000),
-      ``shutdown_timeout`` (seconds to deliver at exit, 10): as ``spark.openlineage.*`` means them on Spark;
-    - ``delivery``: ``"process"`` (default) builds and sends events in a helper process, so that their Python
-      work never competes with the job's threads for the GIL; ``"thread"`` does it in a thread of this process.
-      A passed ``client`` is always used from a thread here.
+      ``shutdown_timeout`` (seconds to deliver at exit, 10), ``spool_dir`` (default
+      ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory), ``spool_disabled``, ``spool_max_bytes``:
+      as ``spark.openlineage.*`` means them on Spark;
+    - ``delivery``: ``"process"`` (default) builds, spools and sends events in a helper process, so that their
+      Python work never competes with the job's threads for the GIL; ``"thread"`` does it in a thread of this
+      process. A passed ``client`` is always used from a thread here, its transport sending.
 
     Calling it again while enabled returns the same handle. With ``disabled=True`` or
-    ``OPENLINEAGE_DISABLED=true`` it does nothing. A bad option raises :class:`ConfigError` naming it.
+    ``OPENLINEAGE_DISABLED=true`` it does nothing. A bad option, a transport that cannot be made or a spool
+    directory that cannot be written raises :class:`ConfigError` naming it.
     """
     from iceberg_facets import runtime
 
@@ -125,9 +137,13 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
             "pip install 'spark-lineage[pyiceberg]'"
         ) from None
     job_name = config.app_name or runtime.default_job_name()
+    redactor = Redactor(config.redaction_pattern)
+    protect_logs(redactor)
+    # A transport or a spool that cannot work is refused here, not in the helper process.
     if client is None:
-        config.create_client()  # a transport that cannot work is refused here, not in the delivery process
-    return IcebergLineageHandle(runtime.start(config, client, job_name, delivery))
+        create_client(config, redactor)
+    open_spool(config, SPOOL_DIR_OPTION).close()
+    return IcebergLineageHandle(runtime.start(config, client, job_name, delivery, redactor))
 
 
 def run(job_name: str) -> LineageRun:

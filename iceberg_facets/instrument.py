@@ -62,6 +62,9 @@ class CommitCapture:
     """The table's metadata before the commit; ``None`` for a table created by this transaction."""
     start_ms: int
     created: bool
+    after: Any = None
+    """The table's metadata as the commit left it, kept on the committing thread: by the time the worker
+    reads the capture, a later commit may have replaced the table's metadata."""
     attempts: int = 0
     first_attempt_ns: int | None = None
     end_ns: int = 0
@@ -86,6 +89,8 @@ class TableChangeCapture:
     table: Any
     lifecycle: str
     time_ms: int
+    metadata: Any = None
+    """The table's metadata at the change (a later commit may replace the table's before the worker runs)."""
 
 
 _active_commit: contextvars.ContextVar[CommitCapture | None] = contextvars.ContextVar("iceberg_commit", default=None)
@@ -233,7 +238,7 @@ class Instrumentation:
                 table = original(catalog, *args, **kwargs)
             finally:
                 _in_catalog_call.reset(token)
-            _deliver(sink.table_changed, TableChangeCapture(table, "CREATE", _now_ms()))
+            _deliver(sink.table_changed, _table_change(table, "CREATE"))
             return table
 
         return create_table
@@ -255,7 +260,7 @@ class Instrumentation:
             finally:
                 _in_catalog_call.reset(token)
             if table is not None:
-                _deliver(sink.table_changed, TableChangeCapture(table, "DROP", _now_ms()))
+                _deliver(sink.table_changed, _table_change(table, "DROP"))
             return result
 
         return drop_table
@@ -292,9 +297,14 @@ def _plan_files(original: Callable[..., Any]) -> Callable[..., Any]:
 def _finish(capture: CommitCapture, error: BaseException | None) -> None:
     capture.end_ns = time.perf_counter_ns()
     capture.end_ms = _now_ms()
+    capture.after = getattr(capture.table, "metadata", None)  # a reference: metadata objects are never changed
     if error is not None:
         capture.error = error
         capture.error_stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+
+
+def _table_change(table: Any, lifecycle: str) -> TableChangeCapture:
+    return TableChangeCapture(table, lifecycle, _now_ms(), getattr(table, "metadata", None))
 
 
 def _deliver(handler: Callable[[Any], None], capture: Any) -> None:
@@ -359,14 +369,14 @@ def _cached_spark_schema(metadata: Any) -> list[SchemaField]:
     return schema
 
 
-def _table_info_of(table: Any) -> TableInfo:
-    return table_info(table.catalog, table.name(), table.metadata)
+def _table_info_of(table: Any, metadata: Any) -> TableInfo:
+    return table_info(table.catalog, table.name(), metadata if metadata is not None else table.metadata)
 
 
 def commit_record(capture: CommitCapture) -> CommitRecord:
-    """What a commit did: the snapshots it added (those in the table's metadata now that were not before)."""
+    """What a commit did: the snapshots it added (those in the metadata it left that were not before)."""
     table = capture.table
-    after = table.metadata
+    after = capture.after if capture.after is not None else table.metadata
     before_ids = {s.snapshot_id for s in capture.before.snapshots} if capture.before is not None else set()
     added = [] if capture.error is not None else [s for s in after.snapshots if s.snapshot_id not in before_ids]
     added.sort(key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
@@ -383,7 +393,7 @@ def commit_record(capture: CommitCapture) -> CommitRecord:
         )
     )
     return CommitRecord(
-        table=_table_info_of(table),
+        table=_table_info_of(table, after),
         snapshots=[_snapshot_info(s) for s in added],
         attempts=capture.attempts,
         duration_ms=(capture.end_ns - first) // 1_000_000,
@@ -436,7 +446,9 @@ def scan_record(capture: ScanCapture, tables_by_location: dict[str, tuple[Any, A
 
 
 def table_change_record(capture: TableChangeCapture) -> TableChangeRecord:
-    return TableChangeRecord(table=_table_info_of(capture.table), lifecycle=capture.lifecycle, time_ms=capture.time_ms)
+    return TableChangeRecord(
+        table=_table_info_of(capture.table, capture.metadata), lifecycle=capture.lifecycle, time_ms=capture.time_ms
+    )
 
 
 # --- pyiceberg values in the shapes the rest of the library uses ---------------------------------------------

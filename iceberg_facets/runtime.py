@@ -3,7 +3,7 @@ into records, and the run blocks that group work into one run.
 
 The user's thread only queues what the edge captured, tagged with the run block it happened in; the worker
 turns captures into records, in the order they were queued, and hands them to the delivery
-(:mod:`iceberg_facets.delivery`), which assembles runs and sends their events.
+(:mod:`iceberg_facets.delivery`), which assembles runs and spools their events for sending.
 """
 
 from __future__ import annotations
@@ -11,23 +11,25 @@ from __future__ import annotations
 import atexit
 import contextvars
 import logging
-import pickle
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Union
 
 from openlineage.client import OpenLineageClient
 
 from iceberg_facets import instrument
-from iceberg_facets.delivery import Delivery, DeliverySettings, ProcessDelivery, RunAssembler, ThreadDelivery
+from iceberg_facets.delivery import DeliverySettings, ItemDelivery, ProcessDelivery, ThreadDelivery, open_delivery
 from iceberg_facets.events import RunIdentity
+from iceberg_facets.items import Committed, Item, RunEnded, RunStarted, Scanned, TableChanged
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.events import new_run_id
+from spark_lineage.redaction import Redactor
 from spark_lineage.worker import BoundedWorker, ErrorLog
 
 log = logging.getLogger("iceberg_facets")
@@ -36,11 +38,36 @@ log = logging.getLogger("iceberg_facets")
 _current_run: contextvars.ContextVar[RunIdentity | None] = contextvars.ContextVar("iceberg_run", default=None)
 
 
+@dataclass(frozen=True)
+class _Captured:
+    """What the edge captured, and the block it happened in."""
+
+    capture: instrument.CommitCapture | instrument.ScanCapture | instrument.TableChangeCapture
+    block: RunIdentity | None
+
+
+@dataclass(frozen=True)
+class _BlockLeft:
+    """A block was left, with the exception it raised: formatted on the worker, not the user's thread."""
+
+    identity: RunIdentity
+    epoch_ms: int
+    error: BaseException | None
+
+
 class _FlushRequest:
+    """A flush waiting for its turn on the worker, and its answer."""
+
     def __init__(self, timeout: float | None) -> None:
-        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
         self.done = threading.Event()
         self.delivered = False
+
+    def remaining(self) -> float | None:
+        return _remaining(self.deadline)
+
+
+_WorkItem = Union[_Captured, RunStarted, _BlockLeft, _FlushRequest]
 
 
 def default_job_name() -> str:
@@ -58,17 +85,25 @@ class IcebergLineage:
     """Lineage for every pyiceberg catalog in the process, from ``enable()`` to ``disable()``."""
 
     def __init__(
-        self, config: LineageConfig, client: OpenLineageClient | None, job_name: str, delivery: str = "process"
+        self,
+        config: LineageConfig,
+        client: OpenLineageClient | None,
+        job_name: str,
+        delivery: str = "process",
+        redactor: Redactor | None = None,
     ) -> None:
-        """``client`` is used from a thread of this process; without one, events go through a helper process
-        (``delivery="process"``) or a thread here (``"thread"``), with a client made from ``config``."""
+        """``client`` sends from a thread of this process; without one, events go through a helper process
+        (``delivery="process"``) or a thread here (``"thread"``), with a client made from ``config``. Either
+        way every event is spooled before it is sent (:mod:`spark_lineage.delivery`), without the secrets
+        ``redactor`` knows."""
         import pyiceberg
 
         self.config = config
         self.errors = ErrorLog("iceberg_facets")
+        self.redactor = redactor or Redactor(config.redaction_pattern)
         self.settings = DeliverySettings(config, job_name, str(pyiceberg.__version__))
-        self.delivery: Delivery = self._start_delivery(client, delivery)
-        self.worker: BoundedWorker[tuple[Any, ...]] = BoundedWorker(
+        self.delivery: ItemDelivery = self._start_delivery(client, delivery)
+        self.worker: BoundedWorker[_WorkItem] = BoundedWorker(
             "iceberg_facets lineage",
             self._process,
             config.queue_size,
@@ -79,72 +114,75 @@ class IcebergLineage:
         self.instrumentation.install()
         self.closed = False
 
-    def _start_delivery(self, client: OpenLineageClient | None, delivery: str) -> Delivery:
+    def _start_delivery(self, client: OpenLineageClient | None, delivery: str) -> ItemDelivery:
         if client is None and delivery == "process":
             try:
                 return ProcessDelivery(self.settings)
-            except (OSError, ValueError, TypeError) as error:  # no interpreter to start, or not allowed to
+            except Exception as error:  # noqa: BLE001 - no interpreter to start, or not allowed to: use a thread
                 log.warning("iceberg_facets: cannot start the delivery process (%r); delivering from a thread", error)
-        return ThreadDelivery(RunAssembler(self.settings, client or self.config.create_client(), self.errors))
+        return self._thread_delivery(client)
+
+    def _thread_delivery(self, client: OpenLineageClient | None) -> ThreadDelivery:
+        return ThreadDelivery(self.settings, open_delivery(self.config, client, self.redactor, self.errors))
 
     # --- the Sink: called on the user's thread -------------------------------------------------------------
 
     def committed(self, capture: instrument.CommitCapture) -> None:
-        self.worker.submit(("commit", capture, _current_run.get()))
+        self.worker.submit(_Captured(capture, _current_run.get()))
 
     def scanned(self, capture: instrument.ScanCapture) -> None:
-        self.worker.submit(("scan", capture, _current_run.get()))
+        self.worker.submit(_Captured(capture, _current_run.get()))
 
     def table_changed(self, capture: instrument.TableChangeCapture) -> None:
-        self.worker.submit(("change", capture, _current_run.get()))
+        self.worker.submit(_Captured(capture, _current_run.get()))
 
     def start_run(self, identity: RunIdentity) -> None:
-        self.worker.submit(("start", identity, _now_ms()))
+        self.worker.submit(RunStarted(identity, _now_ms()))
 
     def end_run(self, identity: RunIdentity, error: BaseException | None) -> None:
-        self.worker.submit(("end", identity, _now_ms(), error))
+        self.worker.submit(_BlockLeft(identity, _now_ms(), error))
 
     # --- the worker: captures to records, records to the delivery ------------------------------------------
 
-    def _process(self, item: tuple[Any, ...]) -> None:
-        kind = item[0]
-        if kind == "flush":
-            request: _FlushRequest = item[1]
-            request.delivered = self._deliver(lambda delivery: delivery.flush(request.timeout))
-            request.done.set()
+    def _process(self, work: _WorkItem) -> None:
+        if isinstance(work, _FlushRequest):
+            try:
+                work.delivered = self._deliver(lambda delivery: delivery.flush(work.remaining()))
+            finally:
+                work.done.set()
             return
-        if kind == "end":
-            identity, epoch_ms, error = item[1:4]
-            message = stack = None
-            if error is not None:
-                message = f"{type(error).__name__}: {error}"
-                stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            out: tuple[Any, ...] = ("end", identity, epoch_ms, message, stack)
-        elif kind == "start":
-            out = item
-        else:
-            capture, block = item[1], item[2]
-            if kind == "commit":
-                record: Any = instrument.commit_record(capture)
-            elif kind == "scan":
-                record = instrument.scan_record(capture, self.instrumentation.tables_by_location)
-            else:
-                record = instrument.table_change_record(capture)
-            out = (kind, record, block.run_id if block is not None else None)
-        self._deliver(lambda delivery: delivery.send(out))
+        item = self._item(work)
+        self._deliver(lambda delivery: delivery.send(item))
 
-    def _deliver(self, action: Callable[[Delivery], Any]) -> Any:
+    def _item(self, work: _Captured | RunStarted | _BlockLeft) -> Item:
+        """The delivery item a piece of work stands for; records are made here, off the user's thread."""
+        if isinstance(work, RunStarted):
+            return work
+        if isinstance(work, _BlockLeft):
+            error = work.error
+            if error is None:
+                return RunEnded(work.identity, work.epoch_ms)
+            stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            return RunEnded(work.identity, work.epoch_ms, f"{type(error).__name__}: {error}", stack)
+        capture, block = work.capture, work.block.run_id if work.block is not None else None
+        if isinstance(capture, instrument.CommitCapture):
+            return Committed(instrument.commit_record(capture), block)
+        if isinstance(capture, instrument.ScanCapture):
+            return Scanned(instrument.scan_record(capture, self.instrumentation.tables_by_location), block)
+        return TableChanged(instrument.table_change_record(capture), block)
+
+    def _deliver(self, action: Callable[[ItemDelivery], Any]) -> Any:
         try:
             return action(self.delivery)
-        except (OSError, EOFError, pickle.PicklingError) as error:
-            if isinstance(self.delivery, ThreadDelivery):
+        except OSError as error:  # the pipe to the helper broke: it is gone
+            if not isinstance(self.delivery, ProcessDelivery):
                 raise
             log.warning(
-                "iceberg_facets: the delivery process stopped (%r); events it had not sent are lost, "
-                "the next ones are delivered from a thread",
+                "iceberg_facets: the delivery process stopped (%r); what it had not read yet is lost (what it "
+                "had read is in the spool), the next events are delivered from a thread",
                 error,
             )
-            self.delivery = ThreadDelivery(RunAssembler(self.settings, self.config.create_client(), self.errors))
+            self.delivery = self._thread_delivery(None)
             return action(self.delivery)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -152,29 +190,42 @@ class IcebergLineage:
     def flush(self, timeout: float | None) -> bool:
         """True once every event captured so far has been sent, within ``timeout`` seconds."""
         request = _FlushRequest(timeout)
-        if not self.worker.submit(("flush", request)):
+        if not self.worker.submit(request):
             return False
         return request.done.wait(timeout) and request.delivered
 
     def close(self, timeout: float | None) -> bool:
-        """Stop capturing at once, then deliver what was captured within ``timeout`` seconds."""
+        """Stop capturing at once, then deliver what was captured within ``timeout`` seconds: what the backend
+        has not taken by then stays in the spool (the delivery logs one line saying how to replay it)."""
         if self.closed:
             return True
         self.closed = True
         self.instrumentation.remove()
         deadline = None if timeout is None else time.monotonic() + timeout
-        delivered = self.flush(timeout)
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        stopped = self.worker.close(remaining)
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        closed = self.delivery.close(remaining) if stopped else False
-        if not (delivered and closed):
-            log.warning("iceberg_facets: some lineage events were not delivered within %.1f s", timeout or 0.0)
-        return delivered and closed
+        dropped = self.worker.dropped
+        # Every capture becomes an event in the delivery's hands (spooled, or in the helper's pipe) first.
+        handed_over = self.worker.close(_remaining(deadline))
+        try:
+            delivered = self.delivery.close(_remaining(deadline))
+        except Exception as error:  # noqa: BLE001 - closing never fails the caller (often atexit)
+            self.errors.report("closing the delivery", error)
+            delivered = False
+        if not handed_over:
+            log.warning(
+                "iceberg_facets: %d captured operations were not yet made into lineage events after %.1f s; "
+                "they are lost (raise shutdown_timeout)",
+                self.worker.dropped - dropped,
+                timeout or 0.0,
+            )
+        return handed_over and delivered
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
 
 
 _lock = threading.Lock()
@@ -187,13 +238,17 @@ def active() -> IcebergLineage | None:
 
 
 def start(
-    config: LineageConfig, client: OpenLineageClient | None, job_name: str, delivery: str = "process"
+    config: LineageConfig,
+    client: OpenLineageClient | None,
+    job_name: str,
+    delivery: str = "process",
+    redactor: Redactor | None = None,
 ) -> IcebergLineage:
     global _active, _atexit_registered
     with _lock:
         if _active is not None:
             return _active
-        _active = IcebergLineage(config, client, job_name, delivery)
+        _active = IcebergLineage(config, client, job_name, delivery, redactor)
         if not _atexit_registered:
             atexit.register(_at_exit)
             _atexit_registered = True
@@ -209,6 +264,8 @@ def stop(runtime: IcebergLineage, timeout: float | None) -> bool:
 
 
 def _at_exit() -> None:
+    """Deliver what was captured, within the shutdown timeout: the process waits no longer than that (plus
+    the helper's few seconds to exit), whatever state the backend is in."""
     runtime = _active
     if runtime is not None:
         stop(runtime, None)

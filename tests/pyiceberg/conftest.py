@@ -3,7 +3,9 @@ loopback receiver that validates each against the OpenLineage schemas. No Spark 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
 import iceberg_facets
+from spark_lineage.delivery.spool import Pending, Spool
 from tests.support import LineageReceiver
 
 CATALOG = "pycat"
@@ -95,3 +98,36 @@ def location_name(table: Any) -> str:
     """A table location as the dataset name the Spark side gives it: the path of a file: URI."""
     location = str(table.location())
     return location[len("file://") :] if location.startswith("file://") else location
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 60.0) -> bool:
+    """Whether ``condition`` became true within ``seconds`` (a bound, not a timing: it is checked often)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited. An orphan that exited stays a zombie until whoever adopted it
+    reaps it (some containers' init never does): that counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def spooled(directory: Path) -> Pending:
+    """What waits in the spool at ``directory``."""
+    spool = Spool(directory)
+    try:
+        return spool.pending()
+    finally:
+        spool.close()

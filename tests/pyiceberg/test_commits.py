@@ -313,3 +313,30 @@ def test_a_commit_that_finally_fails_is_a_fail_event_and_the_error_is_the_users(
     assert "snapshotId" not in report and "version" not in fail["outputs"][0]["facets"]
     rivals = [run for run in appends if run[-1]["eventType"] == "COMPLETE"]
     assert len(rivals) == expected_attempts, "each rival commit is a run of its own"
+
+
+def test_each_quick_commit_reports_its_own_snapshot_while_the_worker_lags_behind(
+    catalog: Any, events: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iceberg_facets import instrument
+
+    # The worker makes records only once every commit below is done, as a busy worker would: each record
+    # must still say what its own commit left, not what the table holds by then.
+    behind = threading.Event()
+    for name in ("commit_record", "table_change_record"):
+        made = getattr(instrument, name)
+        monkeypatch.setattr(instrument, name, lambda capture, make=made: behind.wait(30) and make(capture))
+    table = catalog.create_table("db.quick", schema=SCHEMA)
+    table.append(rows([1]))
+    first = table.metadata.current_snapshot()
+    table.append(rows([2, 3]))
+    second = table.metadata.current_snapshot()
+    behind.set()
+
+    created = final_event(events(), "etl.create_table.pycat_db_quick")
+    assert "version" not in created["outputs"][0]["facets"], "the table had no snapshot when it was created"
+    reports = [commit_report(run[0]) for run in runs_named(events(), "etl.append.pycat_db_quick")]
+    assert [
+        (r["snapshotId"], r["commitMetrics"]["addedRecords"], r["commitMetrics"]["totalRecords"]) for r in reports
+    ] == [(first.snapshot_id, 1, 1), (second.snapshot_id, 2, 3)]
+    assert first.snapshot_id != second.snapshot_id
