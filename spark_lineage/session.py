@@ -75,7 +75,8 @@ class LineageHandle:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Deliver everything queued so far: waits for Spark to hand over finished queries, analyzes them and
-        sends their events. Returns False if ``timeout`` seconds were not enough."""
+        sends their events. Returns False if ``timeout`` seconds were not enough (a backend that is down or
+        slow): what was not sent waits in the spool and is sent later, or by ``spark-lineage replay``."""
         if self._runtime is None:
             return True
         return self._runtime.flush(timeout)

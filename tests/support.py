@@ -106,6 +106,8 @@ class LineageReceiver:
         self.refuse_first = refuse_first
         self.delay_seconds = delay_seconds
         self.requests = 0
+        self.authorizations: list[str | None] = []
+        """The Authorization header of each request, in arrival order."""
         self.events_answered = 0
         self._before_reply = before_reply
         self._lock = threading.Lock()
@@ -124,6 +126,7 @@ class LineageReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver._lock:
                     receiver.requests += 1
+                    receiver.authorizations.append(self.headers.get("Authorization"))
                     refused = receiver.requests <= receiver.refuse_first
                 if refused:
                     self._answer(503)

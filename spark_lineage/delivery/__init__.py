@@ -24,7 +24,7 @@ from spark_lineage.config import ConfigError
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
-from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool
+from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
 
@@ -81,6 +81,7 @@ class Delivery:
         transport = client.transport
         self.enabled = transport is not None and getattr(transport, "kind", None) != "noop"
         self.destination, settings = describe(transport)
+        self._needs_api_key = needs_api_key(settings)
         if not self.enabled:
             return
         leave_retries_to_the_spool(transport)
@@ -133,7 +134,8 @@ class Delivery:
                     jobs,
                     self.destination,
                     self.spool.location,
-                    f"deliver them with: spark-lineage replay --spool {where}"
+                    f"deliver them with: {'OPENLINEAGE_API_KEY=<api key> ' if self._needs_api_key else ''}"
+                    f"spark-lineage replay --spool {where}"
                     if where is not None
                     else "the spool is in memory (python.spool.disabled=true): they are lost",
                 )

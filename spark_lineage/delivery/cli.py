@@ -36,6 +36,8 @@ def replay_command(directory: Path | None, confs: Mapping[str, str], timeout: fl
     before = spool.pending()
     result = replay(spool, transport, timeout)
     spool.close()
+    for problem in result.problems:
+        print(f"spark-lineage replay: {problem}", file=sys.stderr)
     print(f"spark-lineage replay: {result.sent} of {before.count} events delivered from {where}", end="")
     if result.left:
         jobs = ", ".join(result.jobs_left[:5]) + (" and more" if len(result.jobs_left) > 5 else "")

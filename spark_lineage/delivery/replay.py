@@ -10,12 +10,13 @@ acknowledges is removed, so nothing acknowledged is sent twice.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import leave_retries_to_the_spool
+from spark_lineage.delivery.transports import API_KEY_ENV, leave_retries_to_the_spool, needs_api_key, with_api_key
 from spark_lineage.worker import ErrorLog
 
 REPLAY_MAX_BACKOFF_SECONDS = 2.0
@@ -26,6 +27,8 @@ class ReplayResult:
     sent: int
     left: int
     jobs_left: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+    """Destinations that could not be tried, and what to do about it."""
 
 
 def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
@@ -35,8 +38,21 @@ def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
 
     errors = ErrorLog("spark-lineage replay")
     sent = 0
-    for destination, settings in spool.destinations().items():
-        target = transport if transport is not None else get_default_factory().create(json.loads(settings))
+    problems = []
+    for destination, kept in spool.destinations().items():
+        target = transport
+        if target is None:
+            settings = json.loads(kept)
+            if needs_api_key(settings):
+                api_key = os.environ.get(API_KEY_ENV)
+                if not api_key:
+                    problems.append(
+                        f"{destination} takes an api key, which the spool does not keep: set {API_KEY_ENV}, or "
+                        "pass --conf spark.openlineage.transport.* settings"
+                    )
+                    continue
+                settings = with_api_key(settings, api_key)
+            target = get_default_factory().create(settings)
         leave_retries_to_the_spool(target)
         # Someone is waiting for this: a backend that refuses is asked again within seconds, not minutes.
         backoff = Backoff(first=0.25, most=REPLAY_MAX_BACKOFF_SECONDS)
@@ -44,4 +60,4 @@ def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
         sender.close(timeout)
         sent += sender.sent
     left = spool.pending()
-    return ReplayResult(sent, left.count, left.jobs)
+    return ReplayResult(sent, left.count, left.jobs, tuple(problems))

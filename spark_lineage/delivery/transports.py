@@ -58,6 +58,8 @@ def describe(transport: Any) -> tuple[str, dict[str, Any]]:
         url = urljoin(public_url, transport.endpoint)
         settings: dict[str, Any] = {"type": "http", "url": public_url, "endpoint": transport.endpoint}
         settings["timeout"] = transport.timeout
+        if type(getattr(transport.config, "auth", None)).__name__ == "ApiKeyTokenProvider":
+            settings["auth"] = {"type": "api_key"}  # the key itself comes from the replaying user
         if transport.compression:
             settings["compression"] = str(getattr(transport.compression, "value", transport.compression))
         return f"http {url}", settings
@@ -86,6 +88,26 @@ def describe(transport: Any) -> tuple[str, dict[str, Any]]:
         return kind, {"type": kind}
     cls = type(transport)
     return f"{kind} {cls.__module__}.{cls.__qualname__}", {"type": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+API_KEY_ENV = "OPENLINEAGE_API_KEY"
+
+
+def needs_api_key(settings: dict[str, Any]) -> bool:
+    """Whether a destination kept in the spool was reached with an api key (which the spool does not keep)."""
+    if (settings.get("auth") or {}).get("type") == "api_key":
+        return True
+    return any(needs_api_key(child) for child in settings.get("transports") or [])
+
+
+def with_api_key(settings: dict[str, Any], api_key: str) -> dict[str, Any]:
+    """``settings`` with the api key put back where it was used."""
+    settings = dict(settings)
+    if (settings.get("auth") or {}).get("type") == "api_key":
+        settings["auth"] = {"type": "api_key", "apiKey": api_key}
+    if settings.get("transports"):
+        settings["transports"] = [with_api_key(child, api_key) for child in settings["transports"]]
+    return settings
 
 
 def leave_retries_to_the_spool(transport: Any) -> None:

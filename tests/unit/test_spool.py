@@ -242,3 +242,29 @@ def test_flush_with_no_time_left_says_what_is_true(tmp_path: Path, seconds: floa
     assert sender.flush(seconds) is False
     assert time.monotonic() - started < 5
     sender.close(0)
+
+
+def test_replay_puts_back_an_api_key_the_spool_never_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_lineage.delivery.replay import replay
+
+    receiver = LineageReceiver()
+    try:
+        spool = Spool(tmp_path)
+        destination = f"http {receiver.url}/api/v1/lineage"
+        spool.remember_destination(
+            destination, json.dumps({"type": "http", "url": receiver.url, "auth": {"type": "api_key"}})
+        )
+        _put(spool, _event(1), destination)
+        monkeypatch.delenv("OPENLINEAGE_API_KEY", raising=False)
+        result = replay(spool, None, 10)
+        assert (result.sent, result.left) == (0, 1)
+        assert result.problems == (
+            f"{destination} takes an api key, which the spool does not keep: set OPENLINEAGE_API_KEY, or pass "
+            "--conf spark.openlineage.transport.* settings",
+        )
+        monkeypatch.setenv("OPENLINEAGE_API_KEY", "replayer-key")
+        result = replay(spool, None, 10)
+        assert (result.sent, result.left, result.problems) == (1, 0, ())
+        assert receiver.authorizations == ["Bearer replayer-key"]
+    finally:
+        receiver.close()
