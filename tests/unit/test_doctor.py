@@ -76,3 +76,21 @@ def test_bad_input_names_what_to_fix(args: list[str], message: str) -> None:
     result = doctor(*args)
     assert result.returncode in (1, 2)
     assert message in result.stdout + result.stderr
+
+
+def test_unknown_keys_are_problems_with_a_suggestion(receiver: LineageReceiver) -> None:
+    result = doctor(
+        "--conf",
+        "spark.openlineage.transport.type=http",
+        "--conf",
+        f"spark.openlineage.transport.url=http://user:hunter22@{receiver.url.split('://')[1]}",
+        "--conf",
+        "spark.openlineage.namespce=prod",
+    )
+    assert result.returncode == 1
+    assert lines(result)[3:5] == [
+        "[!!]  spark.openlineage.namespce is not a key spark_lineage knows: it is ignored; did you mean "
+        "spark.openlineage.namespace?",
+        f"[--]  transport: http to {receiver.url} (from spark.openlineage.transport.*)",
+    ]
+    assert "hunter22" not in result.stdout + result.stderr
