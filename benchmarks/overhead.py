@@ -1,17 +1,20 @@
 """Job wall time with lineage on versus off, measured side by side, and openlineage-spark's in the same run.
 
-    python benchmarks/overhead.py [--queries 60] [--rounds 5] [--workload W] [--reference]
+    python benchmarks/overhead.py [--queries 60] [--rounds 5] [--workload W] [--reference] [--memory-spool]
 
 Workloads: ``parquet_writes`` (small parquet writes), ``joined_writes`` (a join, an aggregate and computed
 columns written to parquet: column lineage has work to do) and ``iceberg_appends_and_merges`` (alternating
 appends and MERGE INTO on an Iceberg table; the Iceberg runtime comes from Maven Central through
 spark.jars.packages). With ``--reference``, a third side runs the same job with openlineage-spark's jar as
-the listener (``spark.extraListeners``), sending to the same backend.
+the listener (``spark.extraListeners``), sending to the same backend. With ``--memory-spool``, another side
+runs with lineage on and the spool in memory (``python.spool.disabled=true``): the difference to "on" is
+what keeping every event on disk first costs the job.
 
 Each measurement is a fresh process running the same job: a warm-up, then ``--queries`` small write queries,
 then ``spark.stop()``; the wall time from the first measured query until ``spark.stop()`` has returned is
 reported (so lineage's shutdown flush is inside it). Processes alternate on, off, on, off, ... so that drift
-in the machine's load hits both sides alike. With lineage on, events go over HTTP to a receiver on loopback.
+in the machine's load hits both sides alike. With lineage on, every event is written to the durable spool (on
+disk) and then sent over HTTP to a receiver on loopback.
 """
 
 from __future__ import annotations
@@ -64,10 +67,12 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, workload: str) -> 
         spark.sql("CREATE TABLE bench.db.facts (id BIGINT, bucket BIGINT, tag STRING) USING iceberg")
         spark.sql("CREATE TABLE bench.db.changes (id BIGINT, bucket BIGINT, tag STRING) USING iceberg")
         spark.sql("INSERT INTO bench.db.changes SELECT id, id % 7, 'changed' FROM range(0, 1000, 10)")
-    if mode == "on":
+    if mode in ("on", "on_memory_spool"):
         import spark_lineage
 
-        spark_lineage.enable(spark, transport={"type": "http", "url": url})
+        # Every event goes through the durable spool (on disk, in this job's directory) before it is sent.
+        spool = {"disabled": True} if mode == "on_memory_spool" else {"dir": str(workdir / "spool")}
+        spark_lineage.enable(spark, transport={"type": "http", "url": url}, python={"spool": spool})
     source = spark.range(1000).selectExpr("id", "id % 7 AS bucket", "uuid() AS tag")
     buckets = spark.range(7).selectExpr("id AS bucket", "concat('bucket ', id) AS name")
 
@@ -104,7 +109,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="processes per side")
     parser.add_argument("--workload", choices=WORKLOADS, default=WORKLOADS[0])
     parser.add_argument("--reference", action="store_true", help="also measure openlineage-spark's jar")
-    parser.add_argument("--child", choices=("on", "off", "reference"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory-spool", action="store_true", help="also measure lineage with the spool in memory")
+    parser.add_argument("--child", choices=("on", "off", "reference", "on_memory_spool"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -129,10 +135,13 @@ def main() -> None:
             "--workload",
             args.workload,
         ],
-        modes=("on", "off", "reference") if args.reference else ("on", "off"),
+        modes=("on", "off")
+        + (("reference",) if args.reference else ())
+        + (("on_memory_spool",) if args.memory_spool else ()),
     )
     print(f"\nworkload {args.workload}: {args.queries} write queries per job, {args.rounds} jobs per side")
-    ratios = report(times, args.queries, "query", target=1.05, labels={"reference": "openlineage-spark"})
+    labels = {"reference": "openlineage-spark", "on_memory_spool": "lineage on, spool in memory"}
+    ratios = report(times, args.queries, "query", target=1.05, labels=labels)
     if "reference" in ratios:
         verdict = "no worse than" if ratios["on"] <= ratios["reference"] else "WORSE than"
         print(f"spark_lineage's ratio is {verdict} openlineage-spark's")

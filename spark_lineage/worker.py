@@ -44,7 +44,7 @@ class ErrorLog:
             pass
 
 
-def _yield_cpu_to_the_job() -> None:
+def yield_cpu_to_the_job() -> None:
     """Lower this thread's scheduling priority where the OS allows it per thread (Linux), so that on a busy
     driver the job's own threads run first and lineage work takes the idle time."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
@@ -111,7 +111,7 @@ class BoundedWorker(Generic[T]):
         return flushed
 
     def _run(self) -> None:
-        _yield_cpu_to_the_job()
+        yield_cpu_to_the_job()
         while True:
             item = self._queue.get()
             try:

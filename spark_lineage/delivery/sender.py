@@ -25,7 +25,7 @@ from typing import Any
 
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.worker import ErrorLog
+from spark_lineage.worker import ErrorLog, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
 
@@ -123,6 +123,7 @@ class Sender:
         return delivered
 
     def _run(self) -> None:
+        yield_cpu_to_the_job()
         while not self._stopping.is_set():
             pause = self._backoff.wait_seconds()
             if pause:

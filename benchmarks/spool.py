@@ -1,0 +1,170 @@
+"""What durability costs: writing an event to the spool, and how soon a finished query is safe on disk.
+
+    python benchmarks/spool.py [--events 2000] [--queries 40]
+
+1. Spool write cost per event, without Spark: ``Delivery.submit`` as the analysis thread calls it (the
+   client's enrichment, JSON, the redaction check, and the sqlite insert in WAL mode) for a typical query
+   event (an output with a 12-column schema and its column lineage, about 4 KB of JSON), with the backend down
+   so that no sending competes. Side by side: the same with the spool in memory
+   (``python.spool.disabled=true``), and the sqlite insert alone.
+2. From query end to spooled, with Spark: ``--queries`` parquet writes with lineage on and the backend down;
+   for each query's COMPLETE event, the time from the query's end (its ``eventTime``) to the moment the spool
+   stored it. That is what ``os._exit`` right after a write can lose: Spark hands finished queries to
+   listeners asynchronously, and the analysis thread then captures and analyzes the plan before spooling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import socket
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
+
+from spark_lineage.config import resolve
+from spark_lineage.delivery import Delivery, create_client, open_spool
+from spark_lineage.delivery.payloads import to_payload
+from spark_lineage.delivery.spool import Spool
+from spark_lineage.redaction import Redactor
+from spark_lineage.worker import ErrorLog
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _event(index: int) -> RunEvent:
+    columns = [f"column_{n}" for n in range(12)]
+    fields = {
+        name: column_lineage_dataset.Fields(
+            inputFields=[
+                column_lineage_dataset.InputField(
+                    namespace="file",
+                    name="/data/warehouse/orders",
+                    field=name,
+                    transformations=[column_lineage_dataset.Transformation(type="DIRECT", subtype="IDENTITY")],
+                )
+            ]
+        )
+        for name in columns
+    }
+    output = OutputDataset(
+        namespace="file",
+        name=f"/data/warehouse/report_{index}",
+        facets={
+            "schema": schema_dataset.SchemaDatasetFacet(
+                fields=[schema_dataset.SchemaDatasetFacetFields(name=name, type="long") for name in columns]
+            ),
+            "columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields),
+        },
+    )
+    return RunEvent(
+        eventType=RunState.COMPLETE,
+        eventTime=dt.datetime.now(dt.timezone.utc).isoformat(),
+        run=Run(runId=f"0195f5b6-0000-7000-8000-{index:012d}"),
+        job=Job(namespace="default", name=f"bench.execute_insert_into_hadoop_fs_relation_command.report_{index}"),
+        outputs=[output],
+        producer="https://github.com/spark-lineage/spark-lineage",
+    )
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _line(label: str, samples: list[float]) -> str:
+    median, p99 = _percentiles(samples)
+    return f"  {label:<44} median {median * 1000:7.3f} ms   p99 {p99 * 1000:7.3f} ms"
+
+
+def spool_write_cost(events: int, workdir: Path) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    batch = [_event(index) for index in range(events)]
+    print(f"1. spool write cost per event ({events} events, {len(to_payload(batch[0]).json)} bytes of JSON each)")
+    measured: dict[str, list[float]] = {}
+    for label, spool_settings in (
+        ("Delivery.submit, spool on disk (sqlite, WAL)", {"dir": str(workdir / "spool")}),
+        ("Delivery.submit, spool in memory (disabled)", {"disabled": True}),
+    ):
+        config = resolve({}, {"transport": {"type": "http", "url": url}, "python": {"spool": spool_settings}})
+        redactor = Redactor()
+        delivery = Delivery(create_client(config, redactor), open_spool(config), ErrorLog(), redactor)
+        samples = []
+        for event in batch:
+            started = time.perf_counter()
+            delivery.submit(event)
+            samples.append(time.perf_counter() - started)
+        delivery.close(0)
+        measured[label] = samples
+    spool = Spool(workdir / "insert-only")
+    payloads = [to_payload(event) for event in batch]
+    inserts = []
+    for payload in payloads:
+        started = time.perf_counter()
+        spool.put("bench", payload.run_id, payload.job, payload.application, payload.json)
+        inserts.append(time.perf_counter() - started)
+    measured["sqlite insert alone (Spool.put)"] = inserts
+    for label, samples in measured.items():
+        print(_line(label, samples))
+    on_disk, in_memory = (statistics.median(samples) for samples in list(measured.values())[:2])
+    print(f"  on disk / in memory (medians): {on_disk / in_memory:.2f}")
+
+
+def query_end_to_spooled(queries: int, workdir: Path) -> None:
+    from _spark import local_session
+
+    import spark_lineage
+
+    spool_dir = workdir / "spark-spool"
+    spark = local_session("Spool Benchmark")
+    handle = spark_lineage.enable(
+        spark,
+        transport={"type": "http", "url": f"http://127.0.0.1:{_closed_port()}"},
+        python={"spool": {"dir": str(spool_dir)}},
+    )
+    source = spark.range(1000).selectExpr("id", "id % 7 AS bucket")
+    for index in range(5):
+        source.write.mode("overwrite").parquet(str(workdir / f"warm_{index}"))
+    first_measured = time.time()
+    for index in range(queries):
+        source.where(f"bucket != {index % 7}").write.mode("overwrite").parquet(str(workdir / f"out_{index}"))
+        time.sleep(0.2)  # one query at a time: the latency of each, not a queue's
+    handle.flush(5)
+    with sqlite3.connect(spool_dir / "spool.sqlite") as db:
+        rows = db.execute("SELECT payload, created FROM events").fetchall()
+    spark.stop()
+    latencies = []
+    for payload, created in rows:
+        event: dict[str, Any] = json.loads(payload)
+        if event.get("eventType") != "COMPLETE" or "out_" not in json.dumps(event.get("outputs")):
+            continue
+        ended = dt.datetime.fromisoformat(event["eventTime"]).timestamp()
+        if ended >= first_measured:
+            latencies.append(created - ended)
+    print(f"\n2. from query end to spooled, with Spark ({len(latencies)} parquet writes, one at a time)")
+    print(_line("query end -> COMPLETE event safe in the spool", latencies))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--queries", type=int, default=40)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="spool-bench-") as directory:
+        spool_write_cost(args.events, Path(directory))
+        query_end_to_spooled(args.queries, Path(directory))
+
+
+if __name__ == "__main__":
+    main()
