@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.jars import iceberg_runtime, postgres_jdbc, scala_version, sqlite_jdbc
+from tests.jars import SPARK_SHIPS, iceberg_runtime, postgres_jdbc, scala_version, spark_kafka, sqlite_jdbc
+from tests.kafka_server import Kafka, KafkaUnavailableError, check_available, kafka_server
 from tests.postgres_server import Postgres, PostgresUnavailableError, binaries, postgres_server, run_sql
 from tests.support import LineageReceiver
 
@@ -57,6 +58,7 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
         iceberg_runtime(pyspark.__version__),
         sqlite_jdbc(),
         postgres_jdbc(),
+        spark_kafka(pyspark.__version__),
     ]
     catalogs = {
         "spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog",
@@ -75,6 +77,7 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
         .config("spark.jars.packages", ",".join(packages))
+        .config("spark.jars.excludes", SPARK_SHIPS)
         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
     )
     for key, value in catalogs.items():
@@ -110,6 +113,22 @@ def postgres() -> Iterator[Postgres | None]:
         return
     with postgres_server() as server:
         run_sql(server, POSTGRES_TABLES)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka | None]:
+    """A real Kafka broker (KRaft) on loopback for the whole run, started by the first test that asks for it;
+    ``None`` where Java, Maven (for its jars) or confluent-kafka are missing, unless SPARK_LINEAGE_REQUIRE_KAFKA
+    is set (scripts/test fetches the jars and sets that), when their absence fails the run."""
+    try:
+        check_available()
+    except KafkaUnavailableError:
+        if os.environ.get("SPARK_LINEAGE_REQUIRE_KAFKA"):
+            raise
+        yield None
+        return
+    with kafka_server(tmp_path_factory.mktemp("kafka")) as server:
         yield server
 
 

@@ -23,7 +23,8 @@ def overrides(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         name = str(key)
         if not prefix and name.startswith(CONF_PREFIX):  # the conf's own name, copied from spark-defaults.conf
             name = name[len(CONF_PREFIX) :]
-        inside_transport = prefix.startswith("transport.")
+        # Keys inside ``transport`` (nested, or dotted: ``transport.headers.X_Team``) go on as written.
+        inside_transport = (prefix or name).startswith("transport.")
         dotted = name if inside_transport else ".".join(_camel(part) for part in name.split("."))
         full = f"{prefix}{dotted}"
         if isinstance(value, Mapping):

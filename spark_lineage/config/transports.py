@@ -135,12 +135,32 @@ def _file(spec: dict[str, Any], where: str) -> dict[str, Any]:
 
 @translation("kafka")
 def _kafka(spec: dict[str, Any], where: str) -> dict[str, Any]:
+    """``topicName`` → ``topic``; ``properties.<kafka key>`` → ``config`` (the producer's settings, keys with
+    their dots, as confluent-kafka takes them); ``timeoutInMillis`` → ``timeout`` (seconds the broker has to
+    acknowledge an event; see :mod:`spark_lineage.delivery.kafka`); ``messageKey`` as it is."""
     if "topicName" in spec:
         spec["topic"] = spec.pop("topicName")
-    if "properties" in spec:
-        spec["config"] = {str(k): v for k, v in dict(spec.pop("properties")).items()}
     if not spec.get("topic"):
         raise ConfigError(f"{where}.topicName is required for the kafka transport.")
+    producer: dict[str, Any] = {}
+    for setting in ("config", "properties"):  # openlineage-python's spelling, then openlineage-spark's
+        value = spec.pop(setting, None)
+        if value is None:
+            continue
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}.{setting} must be a mapping of Kafka producer settings, got {value!r}.")
+        producer.update({str(k): v for k, v in value.items()})
+    if not (producer.get("bootstrap.servers") or producer.get("metadata.broker.list")):
+        raise ConfigError(
+            f"{where}.properties.bootstrap.servers is required for the kafka transport, e.g. localhost:9092."
+        )
+    spec["config"] = producer
+    if "timeoutInMillis" in spec:
+        spec["timeout"] = _positive_seconds(f"{where}.timeoutInMillis", spec.pop("timeoutInMillis"), 1000.0)
+    elif "timeout" in spec:
+        spec["timeout"] = _positive_seconds(f"{where}.timeout", spec["timeout"], 1.0)
+    if "flush" in spec:
+        spec["flush"] = boolean(f"{where}.flush", spec["flush"])
     return spec
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool, default_spool_dir
-from spark_lineage.delivery.transports import create_client
+from spark_lineage.delivery.transports import create_client, make_transport
 from spark_lineage.redaction import Redactor, protect_logs
 
 
@@ -60,14 +60,13 @@ def _configured_transport(confs: Mapping[str, str]) -> Any | None:
             protect_logs(redactor)
             return create_client(settings, redactor).transport
     from openlineage.client import OpenLineageClient
-    from openlineage.client.transport import get_default_factory
     from openlineage.client.transport.noop import NoopConfig, NoopTransport
 
     # A client with a transport given reads openlineage.yml and OPENLINEAGE__* without resolving (and
     # announcing) a fallback transport of its own.
     own = OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport or {}
     if own.get("type"):
-        return get_default_factory().create(own)
+        return make_transport(own)
     if os.environ.get("OPENLINEAGE_URL"):
         return OpenLineageClient().transport
     return None

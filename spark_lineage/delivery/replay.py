@@ -16,7 +16,13 @@ from typing import Any
 
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import API_KEY_ENV, leave_retries_to_the_spool, needs_api_key, with_api_key
+from spark_lineage.delivery.transports import (
+    API_KEY_ENV,
+    leave_retries_to_the_spool,
+    make_transport,
+    needs_api_key,
+    with_api_key,
+)
 from spark_lineage.worker import ErrorLog
 
 REPLAY_MAX_BACKOFF_SECONDS = 2.0
@@ -34,8 +40,6 @@ class ReplayResult:
 def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
     """Send everything in ``spool`` within ``timeout`` seconds per destination, through ``transport`` when one
     is given, else through each destination's own."""
-    from openlineage.client.transport import get_default_factory
-
     errors = ErrorLog("spark-lineage replay")
     sent = 0
     problems = []
@@ -52,7 +56,7 @@ def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
                     )
                     continue
                 settings = with_api_key(settings, api_key)
-            target = get_default_factory().create(settings)
+            target = make_transport(settings)
         leave_retries_to_the_spool(target)
         # Someone is waiting for this: a backend that refuses is asked again within seconds, not minutes.
         backoff = Backoff(first=0.25, most=REPLAY_MAX_BACKOFF_SECONDS)

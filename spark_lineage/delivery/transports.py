@@ -17,6 +17,7 @@ from urllib.parse import urljoin
 from openlineage.client.transport import get_default_factory
 from openlineage.client.transport.transport import Transport, TransportFactory
 
+from spark_lineage.delivery.kafka import acknowledged
 from spark_lineage.redaction import Redactor
 
 if TYPE_CHECKING:
@@ -28,10 +29,18 @@ NO_RETRIES = {"total": 0, "connect": 0, "read": 0, "redirect": 0, "status": 0}
 _SECRET = re.compile(r"(?i)secret|password|passwd|token|key|credential|auth|sasl|header|cookie")
 
 
+def make_transport(settings: dict[str, Any] | None) -> Transport:
+    """The transport ``settings`` describe, as the spool sends through it: openlineage-python's transport
+    factory, with a ``kafka`` transport that counts an event as sent only once the broker acknowledged it
+    (:mod:`spark_lineage.delivery.kafka`)."""
+    return get_default_factory().create(acknowledged(settings) if settings else settings)
+
+
 class SecretLearningFactory(TransportFactory):
-    """openlineage-python's transport factory, teaching a :class:`~spark_lineage.redaction.Redactor` the
-    secrets of each transport's settings before the transport is made (and logs its settings at DEBUG),
-    wherever the settings came from: ``spark.openlineage.*``, ``openlineage.yml`` or ``OPENLINEAGE__*``."""
+    """openlineage-python's transport factory (through :func:`make_transport`), teaching a
+    :class:`~spark_lineage.redaction.Redactor` the secrets of each transport's settings before the transport is
+    made (and logs its settings at DEBUG), wherever the settings came from: ``spark.openlineage.*``,
+    ``openlineage.yml`` or ``OPENLINEAGE__*``."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
@@ -39,7 +48,7 @@ class SecretLearningFactory(TransportFactory):
     def create(self, config: dict[str, str] | None = None) -> Transport:
         if config:
             self.redactor.learn_from_transport(config)
-        return get_default_factory().create(config)
+        return make_transport(config)
 
 
 def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClient:
@@ -74,7 +83,12 @@ def describe(transport: Any) -> tuple[str, dict[str, Any]]:
         config = dict(getattr(transport.kafka_config, "config", {}) or {})
         servers = config.get("bootstrap.servers", "")
         public = {key: value for key, value in config.items() if not _SECRET.search(key)}
-        return f"kafka {servers}/{transport.topic}", {"type": "kafka", "topic": transport.topic, "config": public}
+        settings = {"type": "kafka", "topic": transport.topic, "config": public}
+        if transport.message_key:
+            settings["messageKey"] = transport.message_key
+        if isinstance(getattr(transport, "timeout", None), (int, float)):
+            settings["timeout"] = transport.timeout
+        return f"kafka {servers}/{transport.topic}", settings
     if kind == "composite":
         parts = [describe(child) for child in transport.transports]
         return "composite(" + ", ".join(name for name, _ in parts) + ")", {

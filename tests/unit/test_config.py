@@ -53,6 +53,95 @@ def test_spark_transport_keys_become_an_openlineage_python_transport() -> None:
     assert transport.url == "http://marquez:5000"
 
 
+def test_kafka_transport_keys_reach_openlineage_python_as_confluent_kafka_takes_them() -> None:
+    prefix = "spark.openlineage.transport."
+    conf = {
+        f"{prefix}type": "kafka",
+        f"{prefix}topicName": "lineage.events",
+        f"{prefix}messageKey": "nightly.etl",
+        f"{prefix}timeoutInMillis": "1500",
+        f"{prefix}flush": "false",
+        f"{prefix}properties.bootstrap.servers": "broker1:9092,broker2:9092",
+        f"{prefix}properties.security.protocol": "SASL_SSL",
+        f"{prefix}properties.sasl.mechanism": "PLAIN",
+        f"{prefix}properties.sasl.username": "etl",
+        f"{prefix}properties.sasl.password": "s3cret",
+        f"{prefix}properties.acks": "all",
+        f"{prefix}properties.max.in.flight.requests.per.connection": "1",
+    }
+    assert resolve(conf).transport == {
+        "type": "kafka",
+        "topic": "lineage.events",
+        "messageKey": "nightly.etl",
+        "timeout": 1.5,
+        "flush": False,
+        "config": {
+            "bootstrap.servers": "broker1:9092,broker2:9092",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "etl",
+            "sasl.password": "s3cret",
+            "acks": "all",
+            "max.in.flight.requests.per.connection": "1",
+        },
+    }
+
+
+def test_kafka_transport_from_overrides_nested_dotted_and_in_openlineage_pythons_spelling() -> None:
+    expected = {"type": "kafka", "topic": "t", "config": {"bootstrap.servers": "b:9092", "client.id": "etl"}}
+    nested = {"type": "kafka", "topicName": "t", "properties": {"bootstrap.servers": "b:9092", "client.id": "etl"}}
+    assert resolve({}, {"transport": nested}).transport == expected
+    dotted = {"transport.type": "kafka", "transport.topicName": "t", "transport.properties.bootstrap.servers": "b:9092"}
+    assert resolve({}, {**dotted, "transport.properties.client.id": "etl"}).transport == expected
+    python = {"type": "kafka", "topic": "t", "config": {"bootstrap.servers": "b:9092", "client.id": "etl"}}
+    assert resolve({}, {"transport": python}).transport == expected
+    with_timeout = resolve({}, {"transport": {**python, "timeout": "2.5", "message_key": "k"}}).transport
+    assert with_timeout == {**expected, "timeout": 2.5, "message_key": "k"}
+
+
+def test_a_kafka_transport_inside_a_composite_transport() -> None:
+    prefix = "spark.openlineage.transport."
+    config = resolve(
+        {
+            f"{prefix}type": "composite",
+            f"{prefix}transports.events.type": "kafka",
+            f"{prefix}transports.events.topicName": "lineage",
+            f"{prefix}transports.events.properties.bootstrap.servers": "b:9092",
+            f"{prefix}transports.events.properties.linger.ms": "0",
+            f"{prefix}transports.local.type": "console",
+        }
+    )
+    assert config.transport == {
+        "type": "composite",
+        "transports": {
+            "events": {
+                "type": "kafka",
+                "topic": "lineage",
+                "config": {"bootstrap.servers": "b:9092", "linger.ms": "0"},
+            },
+            "local": {"type": "console"},
+        },
+    }
+
+
+def test_http_header_names_keep_their_dots_and_underscores() -> None:
+    prefix = "spark.openlineage.transport."
+    conf = {f"{prefix}type": "http", f"{prefix}url": "http://x", f"{prefix}headers.X-Api.Version": "2"}
+    assert resolve(conf).transport == {"type": "http", "url": "http://x", "custom_headers": {"X-Api.Version": "2"}}
+    overrides = {"transport.type": "http", "transport.url": "http://x", "transport.headers.X_Team.Name": "data"}
+    assert resolve({}, overrides).transport == {
+        "type": "http",
+        "url": "http://x",
+        "custom_headers": {"X_Team.Name": "data"},
+    }
+    nested = {"transport": {"type": "http", "url": "http://x", "headers": {"X_Team.Name": "data"}}}
+    assert resolve({}, nested).transport == {
+        "type": "http",
+        "url": "http://x",
+        "custom_headers": {"X_Team.Name": "data"},
+    }
+
+
 def test_file_transport_location_and_snake_case_overrides(tmp_path: Path) -> None:
     config = resolve({}, {"transport": {"type": "file", "location": str(tmp_path / "ol.json")}})
     assert config.transport == {"type": "file", "log_file_path": str(tmp_path / "ol.json"), "append": True}
@@ -113,6 +202,14 @@ def test_disabled_switches(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"transport.type": "kafkaa"}, "spark.openlineage.transport.type='kafkaa' is not a known transport; accepted"),
         ({"transport.endpoint": "api"}, "spark.openlineage.transport.type is missing; accepted values:"),
         ({"transport.type": "kafka"}, "spark.openlineage.transport.topicName is required for the kafka transport"),
+        (
+            {"transport.type": "kafka", "transport.topicName": "t"},
+            "spark.openlineage.transport.properties.bootstrap.servers is required for the kafka transport",
+        ),
+        (
+            {"transport.type": "kafka", "transport.topicName": "t", "transport.properties": "b:9092"},
+            "spark.openlineage.transport.properties must be a mapping of Kafka producer settings",
+        ),
         (
             {"transport.type": "http", "transport.url": "http://x", "transport.auth.type": "api_key"},
             "spark.openlineage.transport.auth.apiKey is required",
@@ -205,6 +302,15 @@ def test_composite_transport_as_a_list_as_openlineage_python_spells_it(tmp_path:
         (
             {"transport.type": "http", "transport.url": "http://x", "transport.timeout": "inf"},
             "spark.openlineage.transport.timeout='inf' is not valid; accepted values: a finite number > 0",
+        ),
+        (
+            {
+                "transport.type": "kafka",
+                "transport.topicName": "t",
+                "transport.properties.bootstrap.servers": "b:9092",
+                "transport.timeoutInMillis": "0",
+            },
+            "spark.openlineage.transport.timeoutInMillis='0' is not valid; accepted values: a finite number > 0",
         ),
         ({"python.spool.maxBytes": "-1"}, "spark.openlineage.python.spool.maxBytes='-1' is not valid"),
         ({"python.spool.maxBytes": "1e999"}, "spark.openlineage.python.spool.maxBytes='1e999' is not valid"),
