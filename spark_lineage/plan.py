@@ -20,7 +20,8 @@ class Probe:
 
     ``path`` is a chain of zero-argument Scala/Java methods called left to right. The step ``"?"`` unwraps a
     Scala ``Option`` (the probe yields ``None`` when it is empty); a step ``name(text)`` calls ``name`` with the
-    one string argument ``text``.
+    one string argument ``text``; a step ``@name`` reads the field ``name`` where a class keeps a constructor
+    argument without an accessor (Kafka's relation keeps its options so).
 
     ``kind`` says how the last value crosses into Python, in one round trip where possible:
 

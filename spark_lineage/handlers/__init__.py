@@ -7,12 +7,13 @@
 - ``datasources``: saves through a data source provider (``SaveIntoDataSourceCommand``), one small piece per
   provider.
 - ``jdbc``: databases read (``JDBCRelation``) and written over JDBC.
+- ``kafka``: Kafka topics read (``KafkaRelation``) and written in batch.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import datasources, ddl, iceberg, jdbc, relations, writes
+from spark_lineage.handlers import datasources, ddl, iceberg, jdbc, kafka, relations, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register
 
@@ -23,6 +24,7 @@ __all__ = [
     "handler_for",
     "iceberg",
     "jdbc",
+    "kafka",
     "probes_for",
     "register",
     "relations",

@@ -24,6 +24,9 @@ class SavedDataSource:
     """Simple class names of the ``CreatableRelationProvider`` classes this serves."""
     option_keys: frozenset[str] = frozenset()
     """The options (lower case) it reads."""
+    save_mode_is_lifecycle: bool = True
+    """Whether the save mode says what happens to the target (OVERWRITE, CREATE); a sink that only appends,
+    whatever the mode, says False."""
 
     def dataset(
         self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
@@ -76,7 +79,8 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
         dataset = source.dataset(_options(node), schema_fields(node.get("schema")), ctx)
         if dataset is None:
             return []
-        dataset.lifecycle = _LIFECYCLE_BY_MODE.get(str(node.get("mode")))
+        if source.save_mode_is_lifecycle:
+            dataset.lifecycle = _LIFECYCLE_BY_MODE.get(str(node.get("mode")))
         return [dataset]
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:

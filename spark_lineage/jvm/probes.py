@@ -18,6 +18,8 @@ from typing import Any
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, unwrap_option
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
+_FIELD_UTILS = "org.apache.commons.lang3.reflect.FieldUtils"
+
 ProbeLookup = Callable[[str], Mapping[str, Probe]]
 """Given a simple class name, the probes its handler wants (empty when none)."""
 
@@ -72,6 +74,9 @@ class ProbeEvaluator:
             step = spec.path[depth - 1]
             if step == "?":
                 value = self.option(value)
+            elif step.startswith("@"):
+                # commons-lang3 ships with Spark: one call finds the field up the class hierarchy and reads it.
+                value = self._classes(_FIELD_UTILS).readField(value, step[1:], True)
             elif step.endswith(")"):  # a one-string-argument call, e.g. get(format)
                 name, argument = step[:-1].split("(", 1)
                 value = getattr(value, name)(argument)

@@ -124,3 +124,33 @@ def test_a_pyiceberg_sql_catalog_is_the_jdbc_catalog_spark_sees_on_the_same_data
 def test_pyiceberg_catalog_types(class_name: str, properties: dict[str, str], symlink_namespace: str | None) -> None:
     symlink = naming.IcebergCatalog.from_pyiceberg("c", class_name, properties).symlink("db.t")
     assert (symlink.namespace if symlink else None) == symlink_namespace
+
+
+@pytest.mark.parametrize(
+    ("servers", "namespace"),
+    [
+        ("broker1:9092,broker2:9092", "kafka://broker1:9092"),
+        (" 127.0.0.1:29092 ", "kafka://127.0.0.1:29092"),
+        ("SASL_SSL://kafka.prod:9093", "kafka://kafka.prod:9093"),
+        ("broker1", "kafka://broker1:-1"),  # no port: the reference's URI parser says -1
+        (None, "kafka://"),
+        ("", "kafka://"),
+    ],
+)
+def test_kafka_namespace_is_the_first_bootstrap_server(servers: str | None, namespace: str) -> None:
+    assert naming.kafka_dataset(servers, "orders") == DatasetIdentifier(namespace, "orders")
+
+
+@pytest.mark.parametrize(
+    ("options", "topics"),
+    [
+        ({"subscribe": "orders"}, ["orders"]),
+        ({"subscribe": "orders, payments"}, ["orders", "payments"]),
+        ({"topic": "out"}, ["out"]),
+        ({"assign": '{"a":[0,1],"b":[2]}'}, ["a", "b"]),
+        ({"assign": "not json"}, []),
+        ({"subscribepattern": "ord.*"}, []),
+    ],
+)
+def test_kafka_option_topics(options: dict[str, str], topics: list[str]) -> None:
+    assert naming.option_topics(options) == topics

@@ -1,0 +1,71 @@
+"""Kafka topics read and written in batch: ``spark.read.format("kafka")`` (a ``KafkaRelation`` scan) and
+``df.write.format("kafka").save()`` (a save through ``KafkaSourceProvider``).
+
+Topics are named by :func:`spark_lineage.naming.kafka_dataset`. Only the options that name servers and topics
+are read: the others may hold credentials (``kafka.sasl.jaas.config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from spark_lineage import naming
+from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
+from spark_lineage.handlers.registry import register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
+from spark_lineage.plan import CapturedNode, Probe
+
+_SERVERS = "kafka.bootstrap.servers"
+_TOPIC_OPTIONS = frozenset({_SERVERS, "subscribe", "topic", "assign"})
+
+
+def topic_datasets(options: Mapping[str, str], schema: list[SchemaField] | None) -> list[DatasetLineage]:
+    """A dataset per topic the (lower-cased) options name, on the cluster they name."""
+    return [
+        DatasetLineage(naming.kafka_dataset(options.get(_SERVERS), topic), schema=schema)
+        for topic in naming.option_topics(options)
+    ]
+
+
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in options.items()}
+
+
+@register
+class KafkaRelationHandler(NodeHandler):
+    """The topics a batch Kafka read subscribes to or is assigned (probed as a ``LogicalRelation``'s
+    relation). A ``subscribePattern`` read reports no topic, as openlineage-spark does."""
+
+    class_names = ("KafkaRelation",)
+    probes = {
+        # The relation keeps its options in a field with no accessor.
+        "options": Probe(("@sourceOptions",), "map", keys=_TOPIC_OPTIONS),
+        "schema": Probe(("schema", "json")),
+    }
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        datasets = topic_datasets(lower_keys(node.get("options", {})), schema_fields(node.get("schema")))
+        if not datasets:
+            ctx.errors.append("a Kafka read that names no topic (subscribePattern): its input is not reported")
+        return datasets
+
+
+@saved_data_source
+class KafkaSave(SavedDataSource):
+    """``df.write.format("kafka").option("topic", t).save()``: the topic. Rows that name their own topic (a
+    ``topic`` column, no option) go to topics known only to the data: no output then. The job name has no
+    suffix, as openlineage-spark names it."""
+
+    providers = ("KafkaSourceProvider",)
+    option_keys = frozenset({_SERVERS, "topic"})
+    save_mode_is_lifecycle = False  # records are appended to a topic in every save mode
+
+    def dataset(
+        self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
+    ) -> DatasetLineage | None:
+        datasets = topic_datasets(options, schema)
+        if not datasets:
+            ctx.errors.append("a Kafka save without a topic option: its output is not reported")
+            return None
+        return datasets[0]
