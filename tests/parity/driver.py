@@ -1,7 +1,7 @@
 """Run the parity scenarios in one Spark application, under openlineage-spark's jar (``--agent java``) or under
 spark_lineage (``--agent python``), and write the events each scenario produced as JSON.
 
-    python -m tests.parity.driver --agent java --base /tmp/parity --out java.json [--postgres URL]
+    python -m tests.parity.driver --agent java --base /tmp/parity --out java.json [--postgres URL] [--kafka HOST:PORT]
 
 Both runs use the same paths, application name and namespace, so that their events compare as they are. A
 scenario's events are those written between its start and the moment every listener has caught up with it.
@@ -16,8 +16,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tests.jars import iceberg_runtime, openlineage_spark, postgres_jdbc, sqlite_jdbc
-from tests.parity.scenarios import POSTGRES_SCENARIOS, SCENARIOS, Workspace, prepare
+from tests.jars import SPARK_SHIPS, iceberg_runtime, openlineage_spark, postgres_jdbc, spark_kafka, sqlite_jdbc
+from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED, Workspace, prepare
 
 APP_NAME = "parity"
 NAMESPACE = "parity"
@@ -28,7 +28,7 @@ def session(agent: str, workspace: Workspace, events_file: Path) -> Any:
     import pyspark
     from pyspark.sql import SparkSession
 
-    packages = [iceberg_runtime(pyspark.__version__), sqlite_jdbc(), postgres_jdbc()]
+    packages = [iceberg_runtime(pyspark.__version__), sqlite_jdbc(), postgres_jdbc(), spark_kafka(pyspark.__version__)]
     builder = (
         SparkSession.builder.master("local[1]")
         .appName(APP_NAME)
@@ -48,7 +48,8 @@ def session(agent: str, workspace: Workspace, events_file: Path) -> Any:
             .config("spark.openlineage.transport.location", str(events_file))
             .config("spark.openlineage.namespace", NAMESPACE)
         )
-    spark = builder.config("spark.jars.packages", ",".join(packages)).getOrCreate()
+    builder = builder.config("spark.jars.packages", ",".join(packages)).config("spark.jars.excludes", SPARK_SHIPS)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -76,7 +77,7 @@ def run(agent: str, workspace: Workspace, only: set[str] | None) -> dict[str, An
 
     results: dict[str, Any] = {}
     for name, scenario in SCENARIOS.items():
-        if (only and name not in only) or (name in POSTGRES_SCENARIOS and workspace.postgres_url is None):
+        if (only and name not in only) or (name in SERVICE_NEEDED and not workspace.has(SERVICE_NEEDED[name])):
             continue
         before = len(caught_up())
         error = None
@@ -98,9 +99,10 @@ def main() -> None:
     parser.add_argument("--base", type=Path, required=True, help="working directory (emptied first)")
     parser.add_argument("--out", type=Path, required=True, help="where the events go, as JSON")
     parser.add_argument("--postgres", help="a PostgreSQL JDBC URL with the scenario tables")
+    parser.add_argument("--kafka", help="a Kafka broker's bootstrap server")
     parser.add_argument("--only", help="comma-separated scenario names")
     args = parser.parse_args()
-    workspace = Workspace(args.base.resolve(), args.postgres)
+    workspace = Workspace(args.base.resolve(), args.postgres, args.kafka)
     only = set(args.only.split(",")) if args.only else None
     args.out.write_text(json.dumps(run(args.agent, workspace, only), indent=1, sort_keys=True))
 

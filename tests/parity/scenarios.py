@@ -18,6 +18,11 @@ class Workspace:
     base: Path
     postgres_url: str | None = None
     """``jdbc:postgresql://127.0.0.1:<port>/<db>?user=<u>&password=<p>`` when a server runs, else ``None``."""
+    kafka_servers: str | None = None
+    """``127.0.0.1:<port>`` when a Kafka broker runs, else ``None``."""
+
+    def has(self, service: str) -> bool:
+        return {"postgres": self.postgres_url, "kafka": self.kafka_servers}[service] is not None
 
     def out(self, name: str) -> str:
         return str(self.base / "out" / name)
@@ -29,7 +34,8 @@ class Workspace:
 
 Scenario = Callable[[Any, Workspace], None]
 SCENARIOS: dict[str, Scenario] = {}
-POSTGRES_SCENARIOS: set[str] = set()
+SERVICE_NEEDED: dict[str, str] = {}
+"""Scenarios that need a server (``postgres``, ``kafka``), by name."""
 
 
 def scenario(function: Scenario) -> Scenario:
@@ -38,7 +44,12 @@ def scenario(function: Scenario) -> Scenario:
 
 
 def needs_postgres(function: Scenario) -> Scenario:
-    POSTGRES_SCENARIOS.add(function.__name__)
+    SERVICE_NEEDED[function.__name__] = "postgres"
+    return scenario(function)
+
+
+def needs_kafka(function: Scenario) -> Scenario:
+    SERVICE_NEEDED[function.__name__] = "kafka"
     return scenario(function)
 
 
@@ -339,3 +350,26 @@ def postgres_write(spark: Any, workspace: Workspace) -> None:
     spark.table("t1").selectExpr("a AS id", "b AS name").write.format("jdbc").option(
         "url", workspace.postgres_url
     ).option("driver", "org.postgresql.Driver").option("dbtable", "public.people").mode("overwrite").save()
+
+
+def _kafka_topic(spark: Any, workspace: Workspace, topic: str) -> Any:
+    """Write ``t1`` to ``topic``, then return a reader of the broker (to be told what to read)."""
+    assert workspace.kafka_servers is not None
+    spark.table("t1").selectExpr("CAST(a AS STRING) AS key", "b AS value").write.format("kafka").option(
+        "kafka.bootstrap.servers", workspace.kafka_servers
+    ).option("topic", topic).save()
+    return spark.read.format("kafka").option("kafka.bootstrap.servers", workspace.kafka_servers)
+
+
+@needs_kafka
+def kafka_write_and_read(spark: Any, workspace: Workspace) -> None:
+    topic = _kafka_topic(spark, workspace, "parity_orders").option("subscribe", "parity_orders").load()
+    topic.selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS name").write.mode("overwrite").parquet(
+        workspace.out("kafka_subscribed")
+    )
+
+
+@needs_kafka
+def kafka_read_assign(spark: Any, workspace: Workspace) -> None:
+    topic = _kafka_topic(spark, workspace, "parity_assigned").option("assign", '{"parity_assigned":[0]}').load()
+    topic.selectExpr("CAST(value AS STRING) AS name").write.mode("overwrite").parquet(workspace.out("kafka_assigned"))

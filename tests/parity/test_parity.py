@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.parity.compare import Difference, differences, judge, load_allowed
-from tests.parity.scenarios import POSTGRES_SCENARIOS, SCENARIOS
+from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED
 from tests.postgres_server import Postgres
 from tests.support import REPO_ROOT, validate_event
 
@@ -26,7 +26,13 @@ def _spark_line() -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) -> dict[str, dict[str, Any]]:
+def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
+    """The servers scenarios need, by service: ``None`` where one does not run here."""
+    return {"postgres": postgres.jdbc_url if postgres else None, "kafka": kafka.bootstrap if kafka else None}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None, kafka: Any) -> dict[str, dict[str, Any]]:
     """Both runs of every scenario, each in a Spark application of its own (the reference's listener can only
     be loaded at start-up), one after the other in the same directory so that paths are the same."""
     pytest.importorskip("pyspark")
@@ -35,7 +41,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) ->
     for agent in ("java", "python"):
         out = work / f"{agent}.json"
         command = [sys.executable, "-m", "tests.parity.driver", "--agent", agent, "--base", str(work / "data")]
-        command += ["--out", str(out)] + (["--postgres", postgres.jdbc_url] if postgres else [])
+        command += ["--out", str(out)]
+        command += [arg for service, url in servers(postgres, kafka).items() if url for arg in (f"--{service}", url)]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500, check=False)
         assert finished.returncode == 0, f"the {agent} run failed:\n{finished.stderr[-4000:]}"
         results[agent] = json.loads(out.read_text())
@@ -44,10 +51,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) ->
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_scenario_matches_the_reference(
-    scenario: str, runs: dict[str, dict[str, Any]], postgres: Postgres | None
+    scenario: str, runs: dict[str, dict[str, Any]], postgres: Postgres | None, kafka: Any
 ) -> None:
-    if scenario in POSTGRES_SCENARIOS and postgres is None:
-        pytest.skip("no PostgreSQL server here (scripts/test installs and starts one)")
+    service = SERVICE_NEEDED.get(scenario)
+    if service is not None and servers(postgres, kafka)[service] is None:
+        pytest.skip(f"no {service} server here (scripts/test installs and starts one)")
     reference, ours = runs["java"][scenario], runs["python"][scenario]
     assert not reference["error"] and not ours["error"], (reference["error"], ours["error"])
     assert any(e["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB" for e in reference["events"]), (
