@@ -25,7 +25,6 @@ def _spark_line() -> str:
     return ".".join(pyspark.__version__.split(".")[:2])
 
 
-@pytest.fixture(scope="module")
 def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
     """The servers scenarios need, by service: ``None`` where one does not run here."""
     return {"postgres": postgres.jdbc_url if postgres else None, "kafka": kafka.bootstrap if kafka else None}
