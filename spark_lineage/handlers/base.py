@@ -49,6 +49,11 @@ class NodeHandler:
         return None
 
 
+def lowercase_options(node: CapturedNode) -> dict[str, str]:
+    """A node's probed ``options`` map with its keys in lower case, as data sources match option names."""
+    return {key.lower(): value for key, value in node.get("options", {}).items()}
+
+
 def schema_fields(schema_json: str | None) -> list[SchemaField] | None:
     """A Spark ``StructType`` JSON as schema fields, with Spark's type names (``integer``, ``decimal``)."""
     if not schema_json:

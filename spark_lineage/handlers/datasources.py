@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, TypeVar
 
-from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
@@ -76,7 +76,7 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
             provider = node.get("provider", "an unknown provider")
             ctx.errors.append(f"no lineage for saves to {provider}: the output is not reported")
             return []
-        dataset = source.dataset(_options(node), schema_fields(node.get("schema")), ctx)
+        dataset = source.dataset(lowercase_options(node), schema_fields(node.get("schema")), ctx)
         if dataset is None:
             return []
         if source.save_mode_is_lifecycle:
@@ -85,7 +85,7 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
         source = self._source(node)
-        return source.job_suffix(_options(node)) if source is not None else None
+        return source.job_suffix(lowercase_options(node)) if source is not None else None
 
     def written_plan(self, node: CapturedNode) -> CatalystNode | None:
         return node.plan_field("query")
@@ -94,7 +94,3 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
     def _source(node: CapturedNode) -> SavedDataSource | None:
         provider = node.get("provider")
         return _SOURCES.get(simple_class_name(provider)) if provider else None
-
-
-def _options(node: CapturedNode) -> dict[str, str]:
-    return {key.lower(): value for key, value in node.get("options", {}).items()}

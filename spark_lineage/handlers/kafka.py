@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from spark_lineage import naming
-from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
 from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
@@ -28,10 +28,6 @@ def topic_datasets(options: Mapping[str, str], schema: list[SchemaField] | None)
     ]
 
 
-def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
-    return {key.lower(): value for key, value in options.items()}
-
-
 @register
 class KafkaRelationHandler(NodeHandler):
     """The topics a batch Kafka read subscribes to or is assigned (probed as a ``LogicalRelation``'s
@@ -45,7 +41,7 @@ class KafkaRelationHandler(NodeHandler):
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        datasets = topic_datasets(lower_keys(node.get("options", {})), schema_fields(node.get("schema")))
+        datasets = topic_datasets(lowercase_options(node), schema_fields(node.get("schema")))
         if not datasets:
             ctx.errors.append("a Kafka read that names no topic (subscribePattern): its input is not reported")
         return datasets
