@@ -132,7 +132,7 @@ class Redactor:
         return (
             _QUICK_LOWERCASE_LOOK.search(text.lower()) is not None
             or (self._own_pattern is not None and self._own_pattern.search(text) is not None)
-            or ("@" in text and _URL_CREDENTIALS.search(text) is not None)
+            or ("@" in text and (_URL_CREDENTIALS.search(text) or _ORACLE_CREDENTIALS.search(text)) is not None)
             or any(secret in text for secret in self._secrets)
         )
 

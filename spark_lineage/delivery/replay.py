@@ -56,7 +56,14 @@ def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
                     )
                     continue
                 settings = with_api_key(settings, api_key)
-            target = make_transport(settings)
+            try:
+                target = make_transport(settings)
+            except Exception as error:  # noqa: BLE001 - the other destinations are still replayed
+                problems.append(
+                    f"{destination}: its transport cannot be made here ({error}); pass --conf "
+                    "spark.openlineage.transport.* settings"
+                )
+                continue
         leave_retries_to_the_spool(target)
         # Someone is waiting for this: a backend that refuses is asked again within seconds, not minutes.
         backoff = Backoff(first=0.25, most=REPLAY_MAX_BACKOFF_SECONDS)

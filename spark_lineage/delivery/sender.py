@@ -129,31 +129,38 @@ class Sender:
             if pause:
                 self._stopping.wait(pause)
                 continue
-            batch = self.spool.lease(self.destination, self._owner, BATCH, self.lease_seconds)
-            if not batch:
-                self._wake.wait(IDLE_POLL_SECONDS)
-                self._wake.clear()
-                continue
-            for index, item in enumerate(batch):
-                if self._stopping.is_set():
-                    self.spool.release([rest.id for rest in batch[index:]])
-                    break
-                doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
-                if isinstance(self._base_timeout, (int, float)):
-                    self.transport.timeout = self._base_timeout * 2**doublings
-                try:
-                    self.transport.emit(from_payload(item.payload))
-                except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
-                    self.spool.release([rest.id for rest in batch[index:]], attempted=[item.id])
-                    if _timed_out(error):
-                        self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
-                    self._failed(error)
-                    break
-                self.spool.acknowledge(item.id)
-                self.sent += 1
-                self._backoff.succeeded()
-                with self._progress:
-                    self._progress.notify_all()
+            try:
+                self._send_a_batch()
+            except Exception as error:  # noqa: BLE001 - the spool failed (locked, disk full): try again later
+                self._failed(error)
+
+    def _send_a_batch(self) -> None:
+        # Cleared before looking, so that a wake() while the batch is leased or sent is not lost.
+        self._wake.clear()
+        batch = self.spool.lease(self.destination, self._owner, BATCH, self.lease_seconds)
+        if not batch:
+            self._wake.wait(IDLE_POLL_SECONDS)
+            return
+        for index, item in enumerate(batch):
+            if self._stopping.is_set():
+                self.spool.release([rest.id for rest in batch[index:]])
+                break
+            doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
+            if isinstance(self._base_timeout, (int, float)):
+                self.transport.timeout = self._base_timeout * 2**doublings
+            try:
+                self.transport.emit(from_payload(item.payload))
+            except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
+                self.spool.release([rest.id for rest in batch[index:]], attempted=[item.id])
+                if _timed_out(error):
+                    self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
+                self._failed(error)
+                break
+            self.spool.acknowledge(item.id)
+            self.sent += 1
+            self._backoff.succeeded()
+            with self._progress:
+                self._progress.notify_all()
 
     def _failed(self, error: BaseException) -> None:
         self._backoff.failed()
