@@ -5,6 +5,9 @@ Pure Python: it reads :mod:`spark_lineage.plan` records and dispatches each node
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from spark_lineage import naming
 from spark_lineage.columns import attach_column_lineage
 from spark_lineage.config import ColumnLineageConfig
 from spark_lineage.handlers import handler_for
@@ -29,8 +32,17 @@ READ_ONLY_ROOTS = frozenset(
     }
 )
 
+# Roots openlineage-spark also skips in a session with Delta Lake's extension (its DeltaEventFilter): Delta reads
+# its transaction log with queries of these shapes (a snapshot's state, a table's files), and may copy a MERGE's
+# source so.
+DELTA_SESSION_ROOTS = frozenset({"SerializeFromObject", "Filter"})
+
 # Spark 4 reports queries that failed analysis as funcName "analyze": they never ran, and read nothing.
 _NOT_EXECUTED = frozenset({"analyze"})
+
+# Executions an engine runs inside a command that is reported itself: Delta Lake writes the files of a save,
+# MERGE, UPDATE or DELETE as an execution of its own (openlineage-spark filters them too, by plan shape).
+_INNER_EXECUTIONS = frozenset({"deltaTransactionalWrite"})
 
 # funcNames of actions that write or run a command: if their root has no handler, outputs may be missing.
 _WRITING_ACTIONS = frozenset(
@@ -49,11 +61,18 @@ _WRITING_ACTIONS = frozenset(
 )
 
 
-def is_reported(root_class: str, func_name: str, *, filter_read_only: bool) -> bool:
+def is_reported(
+    root_class: str, func_name: str, *, filter_read_only: bool, read_only_roots: frozenset[str] = READ_ONLY_ROOTS
+) -> bool:
     """Whether a query with this plan root and action is worth capturing at all."""
-    if func_name in _NOT_EXECUTED:
+    if func_name in _NOT_EXECUTED or func_name in _INNER_EXECUTIONS:
         return False
-    return not (filter_read_only and root_class in READ_ONLY_ROOTS)
+    return not (filter_read_only and root_class in read_only_roots)
+
+
+def read_only_roots(conf: Mapping[str, str]) -> frozenset[str]:
+    """The plan roots of queries not reported in a session with this configuration."""
+    return READ_ONLY_ROOTS | DELTA_SESSION_ROOTS if naming.has_delta_extension(conf) else READ_ONLY_ROOTS
 
 
 def wants_write_metrics(root_class: str) -> bool:
@@ -72,6 +91,8 @@ def analyze(query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageCo
         return result
     handler = handler_for(tree.simple_name)
     root = probed(tree)
+    if handler is not None and handler.reported_by_outer_command(root):
+        return result
     inputs: list[DatasetLineage] = []
     written = handler.written_plan(root) if handler is not None else None
     if handler is not None:

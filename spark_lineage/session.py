@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -122,10 +123,11 @@ class LineageRuntime:
         self.delivery = Delivery(client, open_spool(config), self.errors, redactor)
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
         columns = config.column_lineage
+        read_only_roots = analysis.read_only_roots(self.session.conf)
         self._capture_rules = CaptureRules(
             probes_for=handlers.probes_for,
             is_reported=lambda root, func: analysis.is_reported(
-                root, func, filter_read_only=config.filter_read_only_actions
+                root, func, filter_read_only=config.filter_read_only_actions, read_only_roots=read_only_roots
             ),
             wants_metrics=analysis.wants_write_metrics,
             expressions=columns is not None,
@@ -266,7 +268,8 @@ class LineageRuntime:
         try:
             directory = Path(self._record_dir)
             directory.mkdir(parents=True, exist_ok=True)
-            name = f"{query.end_ms}-{query.func_name}.json"
+            # funcName is free text (Delta names its log-state caches after the table's path): keep it a file name.
+            name = f"{query.end_ms}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', query.func_name)[:80]}.json"
             (directory / name).write_text(json.dumps(query.to_dict(), indent=2, sort_keys=True))
         except Exception as exc:  # noqa: BLE001
             self.errors.report("recording a capture", exc)

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from spark_lineage.columns.expressions import trace
+from spark_lineage.columns.expressions import ATTRIBUTES, trace
 from spark_lineage.columns.graph import ColumnGraph
-from spark_lineage.columns.transformations import FILTER, GROUP_BY, IDENTITY, JOIN, SORT, TRANSFORMATION
+from spark_lineage.columns.transformations import (
+    CONDITIONAL,
+    FILTER,
+    GROUP_BY,
+    IDENTITY,
+    JOIN,
+    SORT,
+    TRANSFORMATION,
+)
 from spark_lineage.lineage import Transformation
 from spark_lineage.plan import CatalystNode
 
@@ -143,6 +151,60 @@ def _merge_rows(node: CatalystNode, graph: ColumnGraph) -> None:
                 for produced, value in zip(node.output, values):
                     if isinstance(value, CatalystNode):
                         trace(value, produced.expr_id, graph)
+
+
+# Delta Lake's commands hold the plans they read as fields; their handler presents what each writes as a node of
+# the command's class whose children are the target (first) and what else it reads, and whose output is the
+# target's columns with ids of their own (``DeltaCommandHandler.written_plan``).
+
+
+def _kept(node: CatalystNode) -> list[tuple[int, int]]:
+    """Each written column of a Delta command with the target column it rewrites: ``(written, target)`` ids."""
+    target = node.children[0].output if node.children else ()
+    return [(written.expr_id, kept.expr_id) for written, kept in zip(node.output, target)]
+
+
+@operator("MergeIntoCommand")
+def _delta_merge(node: CatalystNode, graph: ColumnGraph) -> None:
+    """Delta's ``MERGE``: each target column keeps the target's value (the rows no clause changes), or takes
+    the value a clause's action assigns it; the ``ON`` condition joins target and source."""
+    by_name: dict[str, int] = {}
+    for (written, kept), column in zip(_kept(node), node.output):
+        graph.add_edge(written, kept, IDENTITY)
+        by_name[column.name.lower()] = written
+    for field in ("matchedClauses", "notMatchedClauses", "notMatchedBySourceClauses"):
+        for clause in node.nodes(field):
+            for action in clause.nodes("actions"):
+                parts = action.get("targetColNameParts") or []
+                written_column = by_name.get(str(parts[0]).lower()) if parts else None  # a nested field: its column
+                if written_column is None:
+                    continue
+                for value in action.sub_nodes():
+                    if not value.is_plan:
+                        trace(value, written_column, graph)
+    _whole_result(node, "condition", graph, JOIN)
+
+
+@operator("UpdateCommand")
+def _delta_update(node: CatalystNode, graph: ColumnGraph) -> None:
+    """Delta's ``UPDATE``: a column it sets is its new value where the condition holds, else the old one (as
+    Spark's own rewrite of ``UPDATE``, ``IF(condition, value, column)``, gives it); the others are kept."""
+    for (written, kept), value in zip(_kept(node), node.nodes("updateExpressions")):
+        if value.simple_name in ATTRIBUTES and value.expr_id == kept:
+            graph.add_edge(written, kept, IDENTITY)
+            continue
+        graph.add_edge(written, kept, TRANSFORMATION)
+        trace(value, written, graph, TRANSFORMATION)
+        for condition in node.nodes("condition"):
+            trace(condition, written, graph, CONDITIONAL)
+
+
+@operator("DeleteCommand")
+def _delta_delete(node: CatalystNode, graph: ColumnGraph) -> None:
+    """Delta's ``DELETE``: the rows it keeps, column for column; its condition decides which."""
+    for written, kept in _kept(node):
+        graph.add_edge(written, kept, IDENTITY)
+    _whole_result(node, "condition", graph, FILTER)
 
 
 def link_ctes(plans: list[CatalystNode], graph: ColumnGraph) -> None:

@@ -7,13 +7,14 @@
 - ``datasources``: saves through a data source provider (``SaveIntoDataSourceCommand``), one small piece per
   provider.
 - ``jdbc``: databases read (``JDBCRelation``) and written over JDBC.
+- ``delta``: Delta Lake tables: path and table writes, MERGE, UPDATE, DELETE, CTAS, reads (time travel too).
 - ``kafka``: Kafka topics read (``KafkaRelation``) and written in batch.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import datasources, ddl, iceberg, jdbc, kafka, relations, writes
+from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, relations, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register
 
@@ -21,6 +22,7 @@ __all__ = [
     "NodeHandler",
     "datasources",
     "ddl",
+    "delta",
     "handler_for",
     "iceberg",
     "jdbc",

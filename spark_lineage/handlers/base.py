@@ -48,6 +48,15 @@ class NodeHandler:
         from. ``None`` (the default): each column is the same-named column of every dataset the leaf reads."""
         return None
 
+    def describe(self, node: CapturedNode, datasets: list[DatasetLineage], ctx: AnalysisContext) -> None:
+        """For an object captured beside the one that names ``datasets`` (a file scan's index), add what it
+        knows about them: a Delta table's index, the table version the scan read. The default adds nothing."""
+
+    def reported_by_outer_command(self, node: CapturedNode) -> bool:
+        """Whether this query is a step Spark runs inside a command that is reported itself (the data write of
+        a Delta CTAS, which openlineage-spark does not report either): it is then not reported on its own."""
+        return False
+
 
 def lowercase_options(node: CapturedNode) -> dict[str, str]:
     """A node's probed ``options`` map with its keys in lower case, as data sources match option names."""

@@ -1,5 +1,8 @@
 """DataSource V2 plans over Iceberg tables: reads, writes, row-level operations, CTAS/RTAS, CREATE and DROP.
 
+The V2 handlers here serve other table formats too: a format plugs in as a small :class:`V2TableFormat`
+piece, by the class of its tables (Delta Lake's, in :mod:`spark_lineage.handlers.delta`); Iceberg is the rest.
+
 An Iceberg table's location is the dataset; ``db.table`` in its catalog goes into ``symlinks``; ``catalog``,
 ``storage`` and ``version`` (the snapshot id read or produced) describe it; the commit and scan reports that
 Iceberg itself produced for the query become ``icebergCommitReport`` / ``icebergScanReport`` facets and the
@@ -9,7 +12,7 @@ output statistics.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from iceberg_facets.dataset import (
     attach_commit_report,
@@ -63,7 +66,7 @@ class DataSourceV2RelationHandler(NodeHandler):
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         # The target of MERGE/UPDATE/DELETE is read too (the rows they keep come from it), as the reference says.
-        dataset = iceberg_dataset(node, ctx, role="input")
+        dataset = v2_dataset(node, ctx, role="input")
         return [dataset] if dataset else []
 
 
@@ -92,8 +95,14 @@ class V2WriteHandler(NodeHandler):
         if relation is None:
             ctx.errors.append(f"the table {node.simple_name} writes could not be read: its output is not reported")
             return []
-        dataset = iceberg_dataset(relation, ctx, role="output", lifecycle=self.lifecycle)
+        dataset = v2_dataset(relation, ctx, role="output", lifecycle=self.lifecycle)
         return [dataset] if dataset else []
+
+    def reported_by_outer_command(self, node: CapturedNode) -> bool:
+        relation = node.probed_field(self.target_field)
+        table = relation.get("table") if relation is not None else None
+        table_format = _format_of(table)
+        return table_format is not None and table is not None and table_format.inner_write(table)
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
         """As openlineage-spark names V2 writes: the relation's name as Spark gives it (``table.name()`` on
@@ -147,7 +156,7 @@ class V2TableCommandHandler(NodeHandler):
     }
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        dataset = iceberg_dataset(node, ctx, role="command", lifecycle=self.lifecycle)
+        dataset = v2_dataset(node, ctx, role="command", lifecycle=self.lifecycle)
         return [dataset] if dataset else []
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
@@ -181,6 +190,54 @@ class CreateV2TableAsSelectHandler(V2TableCommandHandler):
 class ReplaceV2TableAsSelectHandler(CreateV2TableAsSelectHandler):
     class_names = ("ReplaceTableAsSelect",)
     lifecycle = "OVERWRITE"
+
+
+class V2TableFormat:
+    """A table format other than Iceberg behind DataSource V2 relations and commands: how its tables are named.
+    Plugs in with :func:`v2_table_format`, beside that format's other handlers."""
+
+    table_classes: tuple[str, ...] = ()
+    """Simple class names of the V2 ``Table`` implementations it serves (probed as a relation's ``table``)."""
+
+    def dataset(
+        self, relation: CapturedNode, table: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None
+    ) -> DatasetLineage | None:
+        """The dataset for ``table``, named by ``relation`` (a V2 relation or command); ``role`` is ``input``,
+        ``output`` or ``command``."""
+        return None
+
+    def inner_write(self, table: CapturedNode) -> bool:
+        """Whether a write to ``table`` is the data step of a command that is reported itself (a CTAS writing
+        into the table it is creating)."""
+        return False
+
+
+_FORMATS: dict[str, V2TableFormat] = {}
+F = TypeVar("F", bound=type[V2TableFormat])
+
+
+def v2_table_format(format_class: F) -> F:
+    """Class decorator: name the tables of every class the format lists."""
+    instance = format_class()
+    for name in format_class.table_classes:
+        _FORMATS[name] = instance
+    return format_class
+
+
+def _format_of(table: Any) -> V2TableFormat | None:
+    return _FORMATS.get(table.simple_name) if isinstance(table, CapturedNode) else None
+
+
+def v2_dataset(
+    relation: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None = None
+) -> DatasetLineage | None:
+    """The dataset for the V2 table a relation or command names: by its table's format, else as an Iceberg
+    table."""
+    table = relation.get("table")
+    table_format = _format_of(table)
+    if table_format is not None:
+        return table_format.dataset(relation, table, ctx, role=role, lifecycle=lifecycle)
+    return iceberg_dataset(relation, ctx, role=role, lifecycle=lifecycle)
 
 
 def iceberg_dataset(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from spark_lineage import naming
-from spark_lineage.handlers.base import NodeHandler, schema_fields
+from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
 from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, SchemaField
@@ -81,7 +81,7 @@ class _JdbcRead:
 
 
 def _read(node: CapturedNode) -> _JdbcRead:
-    options = {key.lower(): value for key, value in node.get("options", {}).items()}
+    options = lowercase_options(node)
     return _jdbc_read(
         node.get("url") or "",
         options.get("dbtable"),

@@ -63,7 +63,12 @@ def scan_inputs(
     """What a V1 scan reads: its catalog table if it has one, else what its relation's handler finds."""
     if table is not None:
         dataset = table_dataset(table, ctx)
-        return [dataset] if dataset else []
+        if dataset is None:
+            return []
+        if not dataset.schema and relation is not None:  # a catalog that keeps no schema (Delta's tables)
+            dataset.schema = schema_fields(relation.get("schema")) or dataset.schema
+        describe_location(relation, [dataset], ctx)
+        return [dataset]
     handler = handler_for(relation.simple_name) if relation is not None else None
     if handler is None or relation is None:
         kind = relation.simple_name if relation else "unknown"
@@ -72,24 +77,38 @@ def scan_inputs(
     return handler.inputs(relation, ctx)
 
 
+def describe_location(relation: CapturedNode | None, datasets: list[DatasetLineage], ctx: AnalysisContext) -> None:
+    """Let the handler of a file relation's index add what it knows about the datasets read (a Delta table's
+    version)."""
+    location = relation.get("location") if relation is not None else None
+    handler = handler_for(location.simple_name) if isinstance(location, CapturedNode) else None
+    if handler is not None and location is not None:
+        handler.describe(location, datasets, ctx)
+
+
 @register
 class HadoopFsRelationHandler(NodeHandler):
     """Files read by a scan (probed as a ``LogicalRelation``'s relation; it is not a plan node of its own): the
     directories of its root paths."""
 
-    class_names = ("HadoopFsRelation",)
+    class_names: tuple[str, ...] = ("HadoopFsRelation",)
     probes = {
         "rootPaths": Probe(("location", "rootPaths"), "strings"),
         "schema": Probe(("schema", "json")),
+        # The file index, probed by its own class's handler where it has one (a Delta table's: its version).
+        "location": Probe(("location",), "node"),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        paths = node.get("rootPaths", [])
+        # Delta reads its transaction log with queries of its own: the log is no dataset.
+        paths = [path for path in node.get("rootPaths", []) if not naming.is_delta_log(path)]
         files = {p for p in paths if _FILE_NAME.search(p)}
         schema = schema_fields(node.get("schema"))
-        return [
+        datasets = [
             DatasetLineage(naming.from_location(path), schema=schema) for path in naming.input_directories(paths, files)
         ]
+        describe_location(node, datasets, ctx)
+        return datasets
 
 
 @register

@@ -14,6 +14,7 @@ It decides nothing about what the plan means.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,7 @@ class QueryReader:
         self._probes.add_resolver("tree", self._nested_tree)
         self._probes.add_resolver("cached_plan", self._cached_plan)
         self._session_catalog: Any = None
+        self._active_on: int | None = None
         self._rules: CaptureRules | None = None
         self._errors: list[str] = []
 
@@ -206,12 +208,22 @@ class QueryReader:
     def _load_v2_table(self, resolved_identifier: Any) -> CapturedNode | None:
         """The table a V2 command named (a ``ResolvedIdentifier``), loaded from its catalog now; ``None`` when it
         no longer exists."""
+        self._activate_session()
         catalog = resolved_identifier.catalog()
         try:
             table = catalog.loadTable(resolved_identifier.identifier())
         except Exception:  # noqa: BLE001 - dropped or replaced since: the analysis falls back to defaults
             return None
         return self._probes.capture(table)
+
+    def _activate_session(self) -> None:
+        """Make the query's session the active one of the JVM thread we call from, as it is on the thread that ran
+        the query: catalogs may look tables up through it (without one, Delta 4's catalog loads a catalog table
+        as a bare path)."""
+        thread = threading.get_ident()
+        if self._active_on != thread:
+            self._classes("org.apache.spark.sql.SparkSession").setActiveSession(self._jsession)
+            self._active_on = thread
 
     def _catalog(self) -> Any:
         if self._session_catalog is None:

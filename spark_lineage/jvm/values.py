@@ -46,7 +46,12 @@ class JvmClasses:
         key = "class:" + dotted_name
         found = self._found.get(key)
         if found is None:
-            found = self("java.lang.Class").forName(dotted_name)
+            try:
+                found = self("java.lang.Class").forName(dotted_name)
+            except Exception:  # noqa: BLE001 - a class of a jar added at start-up (spark.jars.packages: Delta)
+                # is only visible to Spark's class loader, which py4j's threads have as their context loader.
+                loader = self("java.lang.Thread").currentThread().getContextClassLoader()
+                found = self("java.lang.Class").forName(dotted_name, True, loader)
             self._found[key] = found
         return found
 

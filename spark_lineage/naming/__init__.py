@@ -9,11 +9,13 @@ library and from the Java agent name the same data the same way and join into on
 - :mod:`~spark_lineage.naming.jdbc`: a table behind a JDBC URL (``postgres://db:5432``, ``shop.public.t``);
 - :mod:`~spark_lineage.naming.kafka`: Kafka topics (``kafka://host:9092``, the topic);
 - :mod:`~spark_lineage.naming.iceberg`: Iceberg catalogs and the identity their tables get;
+- :mod:`~spark_lineage.naming.delta`: Delta Lake tables (their directory) and their transaction log;
 - :mod:`~spark_lineage.naming.jobs`: job names.
 
 ``iceberg_facets`` uses this package too, which is what makes Spark and pyiceberg agree on a table's name.
 """
 
+from spark_lineage.naming.delta import has_delta_extension, is_delta_log
 from spark_lineage.naming.iceberg import ICEBERG_SPARK_CATALOGS, IcebergCatalog
 from spark_lineage.naming.identifiers import DatasetIdentifier, TableName
 from spark_lineage.naming.jdbc import jdbc_dataset, jdbc_uri
@@ -37,7 +39,9 @@ __all__ = [
     "TableName",
     "default_table_location",
     "from_location",
+    "has_delta_extension",
     "input_directories",
+    "is_delta_log",
     "jdbc_dataset",
     "jdbc_uri",
     "kafka_dataset",

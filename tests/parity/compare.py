@@ -71,6 +71,10 @@ class AllowedDifference:
     spark: tuple[str, ...] = ("3.5", "4.1")
     summary: str = ""
 
+    def concerns(self, scenarios: Iterable[str]) -> bool:
+        """Whether the entry is about any of these scenarios (those of one suite: the main one, Delta's)."""
+        return any(fnmatch.fnmatchcase(name, pattern) for name in scenarios for pattern in self.scenarios)
+
     def matches(self, difference: Difference, spark: str) -> bool:
         return (
             spark in self.spark

@@ -16,7 +16,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from tests.jars import SPARK_SHIPS, iceberg_runtime, openlineage_spark, postgres_jdbc, spark_kafka, sqlite_jdbc
+from tests.jars import (
+    SPARK_SHIPS,
+    delta_spark,
+    iceberg_runtime,
+    openlineage_spark,
+    postgres_jdbc,
+    spark_kafka,
+    sqlite_jdbc,
+)
+from tests.parity.delta_scenarios import DELTA_SCENARIOS, delta_confs
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED, Workspace, prepare
 
 APP_NAME = "parity"
@@ -24,7 +33,7 @@ NAMESPACE = "parity"
 JAVA_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
 
 
-def session(agent: str, workspace: Workspace, events_file: Path) -> Any:
+def session(agent: str, workspace: Workspace, events_file: Path, suite: str = "main") -> Any:
     import pyspark
     from pyspark.sql import SparkSession
 
@@ -35,11 +44,17 @@ def session(agent: str, workspace: Workspace, events_file: Path) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.warehouse.dir", str(workspace.base / "warehouse"))
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.sql.catalog.ice", "org.apache.iceberg.spark.SparkCatalog")
-        .config("spark.sql.catalog.ice.type", "hadoop")
-        .config("spark.sql.catalog.ice.warehouse", str(workspace.base / "ice"))
     )
+    suite_confs = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.ice.type": "hadoop",
+        "spark.sql.catalog.ice.warehouse": str(workspace.base / "ice"),
+    }
+    if suite == "delta":  # Delta's application of its own: its extension and its catalog as spark_catalog
+        packages, suite_confs = [str(delta_spark(pyspark.__version__))], delta_confs()
+    for key, value in suite_confs.items():
+        builder = builder.config(key, value)
     if agent == "java":
         packages.append(openlineage_spark(pyspark.__version__))
         builder = (
@@ -54,11 +69,11 @@ def session(agent: str, workspace: Workspace, events_file: Path) -> Any:
     return spark
 
 
-def run(agent: str, workspace: Workspace, only: set[str] | None) -> dict[str, Any]:
+def run(agent: str, workspace: Workspace, only: set[str] | None, suite: str = "main") -> dict[str, Any]:
     shutil.rmtree(workspace.base, ignore_errors=True)
     workspace.base.mkdir(parents=True)
     events_file = workspace.base / "events.jsonl"
-    spark = session(agent, workspace, events_file)
+    spark = session(agent, workspace, events_file, suite)
     prepare(spark, workspace)
     handle = None
     if agent == "python":
@@ -76,7 +91,7 @@ def run(agent: str, workspace: Workspace, only: set[str] | None) -> dict[str, An
         return events_file.read_text().splitlines() if events_file.exists() else []
 
     results: dict[str, Any] = {}
-    for name, scenario in SCENARIOS.items():
+    for name, scenario in (DELTA_SCENARIOS if suite == "delta" else SCENARIOS).items():
         if (only and name not in only) or (name in SERVICE_NEEDED and not workspace.has(SERVICE_NEEDED[name])):
             continue
         before = len(caught_up())
@@ -101,10 +116,11 @@ def main() -> None:
     parser.add_argument("--postgres", help="a PostgreSQL JDBC URL with the scenario tables")
     parser.add_argument("--kafka", help="a Kafka broker's bootstrap server")
     parser.add_argument("--only", help="comma-separated scenario names")
+    parser.add_argument("--suite", choices=("main", "delta"), default="main", help="delta: the Delta Lake scenarios")
     args = parser.parse_args()
     workspace = Workspace(args.base.resolve(), args.postgres, args.kafka)
     only = set(args.only.split(",")) if args.only else None
-    args.out.write_text(json.dumps(run(args.agent, workspace, only), indent=1, sort_keys=True))
+    args.out.write_text(json.dumps(run(args.agent, workspace, only, args.suite), indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":

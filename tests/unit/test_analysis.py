@@ -14,6 +14,7 @@ from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import CapturedQuery, SessionInfo
+from tests.fixtures.recorded import recorded_query, recorded_session
 from tests.support import validate_event
 
 PLANS = Path(__file__).parent.parent / "fixtures" / "plans"
@@ -23,19 +24,11 @@ WAREHOUSE = "/tmp/spark-lineage-fixtures/warehouse"
 
 
 def _session(version: str) -> SessionInfo:
-    recorded = json.loads((PLANS / version / "session.json").read_text())
-    return SessionInfo(
-        app_name="Fixture Recorder",
-        app_id="local-1",
-        spark_version=recorded["spark_version"],
-        master="local[1]",
-        warehouse=recorded["warehouse"],
-        conf={"spark.master": "local[1]", "spark.app.name": "Fixture Recorder", **recorded.get("conf", {})},
-    )
+    return recorded_session(PLANS / version)
 
 
 def _query(version: str, name: str) -> CapturedQuery:
-    return CapturedQuery.from_dict(json.loads((PLANS / version / f"{name}.json").read_text()))
+    return recorded_query(PLANS / version, name)
 
 
 def _final_command(version: str, operation: str) -> str:

@@ -16,7 +16,8 @@ from spark_lineage.analysis import analyze
 from spark_lineage.config import ColumnLineageConfig, LineageConfig, resolve
 from spark_lineage.events import EventBuilder
 from spark_lineage.lineage import AnalysisContext, ColumnSource, QueryLineage
-from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.plan import SessionInfo
+from tests.fixtures.recorded import recorded_query, recorded_session
 from tests.support import validate_event
 
 PLANS = Path(__file__).parent.parent / "fixtures" / "plans"
@@ -151,15 +152,11 @@ EXPECTED: dict[str, tuple[dict[str, list[str]], list[str]]] = {
 
 
 def _session(version: str) -> SessionInfo:
-    recorded = json.loads((PLANS / version / "session.json").read_text())
-    return SessionInfo(
-        "Fixture Recorder", "local-1", recorded["spark_version"], "local[1]", recorded["warehouse"],
-        conf={"spark.app.name": "Fixture Recorder", **recorded["conf"]},
-    )  # fmt: skip
+    return recorded_session(PLANS / version)
 
 
 def _analyze(version: str, name: str, config: ColumnLineageConfig | None = None) -> QueryLineage:
-    query = CapturedQuery.from_dict(json.loads((PLANS / version / f"cl_{name}.json").read_text()))
+    query = recorded_query(PLANS / version, f"cl_{name}")
     return analyze(query, AnalysisContext(session=_session(version)), config or ColumnLineageConfig())
 
 
@@ -189,7 +186,7 @@ def test_column_lineage_of_each_plan_shape(version: str, scenario: str) -> None:
 def test_the_facet_validates_and_names_inputs_as_the_inputs_are_named(version: str) -> None:
     lineage = _analyze(version, "join_inner_where")
     session = _session(version)
-    query = CapturedQuery.from_dict(json.loads((PLANS / version / "cl_join_inner_where.json").read_text()))
+    query = recorded_query(PLANS / version, "cl_join_inner_where")
     events = EventBuilder(LineageConfig(), session, "01930000-0000-7000-8000-000000000000").query_events(query, lineage)
     for event in events:
         validate_event(json.loads(Serde.to_json(event)))
@@ -234,7 +231,7 @@ def test_a_plan_over_the_budget_keeps_its_datasets_and_says_so(version: str) -> 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_plan_no_rule_foresaw_keeps_its_datasets_and_says_so(version: str) -> None:
-    query = CapturedQuery.from_dict(json.loads((PLANS / version / "cl_case_when_if_coalesce.json").read_text()))
+    query = recorded_query(PLANS / version, "cl_case_when_if_coalesce")
     assert query.tree is not None
     for node in query.tree.walk():
         if node.simple_name == "CaseWhen":

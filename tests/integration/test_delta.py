@@ -1,0 +1,350 @@
+"""Delta Lake in local Spark, with delta-spark from PyPI and its jar from Maven Central: every operation's
+datasets, named as openlineage-spark names them, with their lifecycle, ``storage``, ``catalog`` and
+``version`` facets and column lineage.
+
+Delta needs its session extension and its catalog as ``spark_catalog``; the run's shared session must not
+get them, so every operation runs in one Spark application of its own (``tests/integration/delta_job.py``),
+started once for this module, which sends its events over HTTP to a receiver here that validates each
+against the OpenLineage schemas.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.jars import delta_version, spark_line
+from tests.support import REPO_ROOT, LineageReceiver, query_events
+
+pytestmark = pytest.mark.spark
+
+APP = "delta_lineage_tests"
+
+
+@dataclass
+class DeltaApp:
+    base: Path
+    events: list[dict[str, Any]]
+
+    def runs(self, job: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The runs of the job named ``APP.<job>``, in order, each as its START and COMPLETE events."""
+        by_run: dict[str, list[dict[str, Any]]] = {}
+        for event in query_events(self.events):
+            if event["job"]["name"] == f"{APP}.{job}":
+                by_run.setdefault(event["run"]["runId"], []).append(event)
+        for events in by_run.values():
+            assert [e["eventType"] for e in events] == ["START", "COMPLETE"], (job, [e["eventType"] for e in events])
+        return [(events[0], events[1]) for events in by_run.values()]
+
+    def complete(self, job: str) -> dict[str, Any]:
+        """The COMPLETE event of the job's only run."""
+        runs = self.runs(job)
+        names = sorted({e["job"]["name"] for e in query_events(self.events)})
+        assert len(runs) == 1, f"{len(runs)} runs of {job}; jobs: {names}"
+        return runs[0][1]
+
+    def path(self, *parts: str) -> str:
+        return str(self.base.joinpath(*parts))
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaApp]:
+    pyspark = pytest.importorskip("pyspark")
+    wanted = delta_version(pyspark.__version__)
+    if wanted is None:
+        pytest.skip(f"no Delta Lake release supports Spark {spark_line(pyspark.__version__)}")
+    pytest.importorskip("delta", reason="delta-spark is not installed (the `delta` extra)")
+    installed = importlib.metadata.version("delta-spark")
+    assert installed == wanted, f"delta-spark {installed} is installed; tests/jars.py loads Delta {wanted}'s jar"
+    base = tmp_path_factory.mktemp("delta").resolve()
+    receiver = LineageReceiver()
+    try:
+        command = [sys.executable, "-m", "tests.integration.delta_job", "--url", receiver.url, "--base", str(base)]
+        finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False)
+        assert finished.returncode == 0, f"the Delta application failed:\n{finished.stderr[-4000:]}"
+        events = list(receiver.events)
+    finally:
+        receiver.close()
+    assert not receiver.invalid, "events that fail the OpenLineage schemas:\n" + "\n".join(receiver.invalid)
+    yield DeltaApp(base, events)
+
+
+def _ids(event: dict[str, Any], kind: str) -> list[tuple[str, str]]:
+    return sorted((d["namespace"], d["name"]) for d in event[kind])
+
+
+def _one(event: dict[str, Any], kind: str) -> dict[str, Any]:
+    assert len(event[kind]) == 1, _ids(event, kind)
+    return dict(event[kind][0])
+
+
+def _by_name(event: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    (dataset,) = [d for d in event[kind] if d["name"] == name]
+    return dict(dataset)
+
+
+def _facet(dataset: dict[str, Any], name: str) -> Any:
+    return (dataset.get("facets") or {}).get(name)
+
+
+def _version(dataset: dict[str, Any]) -> str | None:
+    facet = _facet(dataset, "version")
+    return facet["datasetVersion"] if facet else None
+
+
+def _lifecycle(dataset: dict[str, Any]) -> str | None:
+    facet = _facet(dataset, "lifecycleStateChange")
+    return facet["lifecycleStateChange"] if facet else None
+
+
+def _symlinks(dataset: dict[str, Any]) -> list[tuple[str, str, str]]:
+    facet = _facet(dataset, "symlinks")
+    return [(i["namespace"], i["name"], i["type"]) for i in facet["identifiers"]] if facet else []
+
+
+def _schema(dataset: dict[str, Any]) -> list[str]:
+    return [field["name"] for field in _facet(dataset, "schema")["fields"]]
+
+
+def _columns(dataset: dict[str, Any]) -> dict[str, list[str]]:
+    """Column lineage as ``{field: ["<input dataset's last segment>.<field>:<subtypes>", ...]}``, the rows'
+    dependencies under ``(rows)``."""
+
+    def render(sources: list[dict[str, Any]]) -> list[str]:
+        rendered = []
+        for source in sources:
+            subtypes = ",".join(sorted(t["subtype"] for t in source["transformations"]))
+            rendered.append(f"{source['name'].rsplit('/', 1)[-1]}.{source['field']}:{subtypes}")
+        return sorted(rendered)
+
+    facet = _facet(dataset, "columnLineage")
+    found = {name: render(value["inputFields"]) for name, value in facet["fields"].items()}
+    if facet.get("dataset"):
+        found["(rows)"] = render(facet["dataset"])
+    return found
+
+
+def _assert_delta_table(dataset: dict[str, Any], *, version: str | None, catalog: bool) -> None:
+    assert _facet(dataset, "storage")["storageLayer"] == "delta"
+    assert _facet(dataset, "storage")["fileFormat"] == "parquet"
+    assert _version(dataset) == version
+    if catalog:
+        facet = _facet(dataset, "catalog")
+        assert (facet["framework"], facet["type"], facet["name"], facet["source"]) == (
+            "delta",
+            "delta",
+            "spark_catalog",
+            "spark",
+        )
+    else:
+        assert _facet(dataset, "catalog") is None
+
+
+# --- path tables ---------------------------------------------------------------------------------------------
+
+
+def test_path_saves_name_the_table_by_its_path(app: DeltaApp) -> None:
+    runs = app.runs("execute_save_into_data_source_command.paths_people")
+    assert len(runs) == 3  # save, append, overwrite
+    lifecycles = []
+    for _start, complete in runs:
+        assert _ids(complete, "inputs") == [("file", app.path("source"))]
+        output = _one(complete, "outputs")
+        assert (output["namespace"], output["name"]) == ("file", app.path("paths", "people"))
+        assert _symlinks(output) == []
+        assert _schema(output) == ["id", "name", "city"]
+        _assert_delta_table(output, version=None, catalog=False)  # a save keeps no handle on the Delta log
+        lifecycles.append(_lifecycle(output))
+    assert lifecycles == ["CREATE", None, "OVERWRITE"]
+    assert _columns(_one(runs[1][1], "outputs"))["(rows)"] == ["source.id:FILTER"]
+    assert _columns(_one(runs[2][1], "outputs"))["name"] == ["source.name:TRANSFORMATION"]
+
+
+@pytest.mark.parametrize(
+    ("output", "version"),
+    [("latest", "2"), ("version_1", "1"), ("at_timestamp", "0")],
+    ids=["latest", "versionAsOf", "timestampAsOf"],
+)
+def test_path_reads_carry_the_version_they_read(app: DeltaApp, output: str, version: str) -> None:
+    complete = app.complete(f"execute_insert_into_hadoop_fs_relation_command.out_{output}")
+    read = _one(complete, "inputs")
+    assert (read["namespace"], read["name"]) == ("file", app.path("paths", "people"))
+    _assert_delta_table(read, version=version, catalog=False)
+    assert _schema(read) == ["id", "name", "city"]
+    assert _columns(_one(complete, "outputs"))["name"] == ["people.name:IDENTITY"]
+
+
+# --- catalog tables --------------------------------------------------------------------------------------------
+
+
+def _table_symlink(app: DeltaApp, table: str) -> list[tuple[str, str, str]]:
+    return [(f"file:{app.path('warehouse')}", f"default.{table}", "TABLE")]
+
+
+def test_save_as_table_is_one_ctas_then_an_append(app: DeltaApp) -> None:
+    created = _one(app.complete("atomic_create_table_as_select.default_people_saved"), "outputs")
+    assert (created["namespace"], created["name"]) == ("file", app.path("warehouse", "people_saved"))
+    assert _symlinks(created) == _table_symlink(app, "people_saved")
+    assert _lifecycle(created) == "CREATE"
+    _assert_delta_table(created, version="0", catalog=True)
+    assert _schema(created) == ["id", "name", "city"]
+    # The CTAS's own data write is not a run of its own (openlineage-spark filters it too): the only append
+    # is saveAsTable(mode="append").
+    appended = app.complete("append_data_exec_v1.spark_catalog_default_people_saved")
+    assert _ids(appended, "inputs") == [("file", app.path("source"))]
+    output = _one(appended, "outputs")
+    assert _symlinks(output) == _table_symlink(app, "people_saved")
+    assert _lifecycle(output) is None
+    _assert_delta_table(output, version="1", catalog=True)
+
+
+def test_create_table_then_insert_into(app: DeltaApp) -> None:
+    created = app.complete("create_table.default_cities")
+    assert created["inputs"] == []
+    table = _one(created, "outputs")
+    assert (table["name"], _lifecycle(table), _symlinks(table)) == (
+        app.path("warehouse", "cities"),
+        "CREATE",
+        _table_symlink(app, "cities"),
+    )
+    _assert_delta_table(table, version="0", catalog=True)
+    assert _schema(table) == ["city", "residents"]
+
+    inserted = app.complete("append_data_exec_v1.spark_catalog_default_cities")
+    read = _one(inserted, "inputs")
+    assert (read["name"], _symlinks(read)) == (
+        app.path("warehouse", "people_saved"),
+        _table_symlink(app, "people_saved"),
+    )
+    _assert_delta_table(read, version="1", catalog=True)
+    assert _schema(read) == ["id", "name", "city"]  # from the Delta log: the metastore keeps no schema
+    written = _one(inserted, "outputs")
+    _assert_delta_table(written, version="1", catalog=True)
+    assert _columns(written) == {"city": ["people_saved.city:IDENTITY"], "(rows)": ["people_saved.city:GROUP_BY"]}
+
+
+def test_ctas(app: DeltaApp) -> None:
+    complete = app.complete("atomic_create_table_as_select.default_paris")
+    assert _ids(complete, "inputs") == [("file", app.path("warehouse", "people_saved"))]
+    table = _one(complete, "outputs")
+    assert (table["name"], _lifecycle(table), _symlinks(table)) == (
+        app.path("warehouse", "paris"),
+        "CREATE",
+        _table_symlink(app, "paris"),
+    )
+    _assert_delta_table(table, version="0", catalog=True)
+    assert _columns(table) == {
+        "id": ["people_saved.id:IDENTITY"],
+        "name": ["people_saved.name:TRANSFORMATION"],
+        "(rows)": ["people_saved.city:FILTER"],
+    }
+
+
+def test_table_read_back_in_time(app: DeltaApp) -> None:
+    read = _one(app.complete("execute_insert_into_hadoop_fs_relation_command.out_cities_v1"), "inputs")
+    assert (read["name"], _symlinks(read)) == (app.path("warehouse", "cities"), _table_symlink(app, "cities"))
+    _assert_delta_table(read, version="1", catalog=True)
+
+
+# --- MERGE, UPDATE, DELETE -------------------------------------------------------------------------------------
+
+
+def test_merge_reads_target_and_source_and_writes_the_target(app: DeltaApp) -> None:
+    complete = app.complete("execute_merge_into_command.cities")
+    cities, people = app.path("warehouse", "cities"), app.path("warehouse", "people_saved")
+    assert _ids(complete, "inputs") == [("file", cities), ("file", people)]
+    _assert_delta_table(_by_name(complete, "inputs", cities), version="1", catalog=True)
+    written = _one(complete, "outputs")
+    assert (written["name"], _symlinks(written), _lifecycle(written)) == (cities, _table_symlink(app, "cities"), None)
+    _assert_delta_table(written, version="2", catalog=True)
+    assert _columns(written) == {
+        "city": ["cities.city:IDENTITY", "people_saved.city:IDENTITY"],
+        "residents": ["cities.residents:IDENTITY,TRANSFORMATION"],
+        "(rows)": ["cities.city:JOIN", "people_saved.city:JOIN", "people_saved.id:FILTER"],
+    }
+
+
+def test_update(app: DeltaApp) -> None:
+    complete = app.complete("execute_update_command")  # no suffix, as openlineage-spark names it
+    paris = app.path("warehouse", "paris")
+    read, written = _one(complete, "inputs"), _one(complete, "outputs")
+    assert (read["name"], written["name"]) == (paris, paris)
+    _assert_delta_table(read, version="0", catalog=True)
+    _assert_delta_table(written, version="1", catalog=True)
+    assert _symlinks(written) == _table_symlink(app, "paris")
+    assert _columns(written) == {
+        "id": ["paris.id:IDENTITY"],
+        "name": ["paris.id:CONDITIONAL", "paris.name:TRANSFORMATION"],
+    }
+
+
+def test_delete(app: DeltaApp) -> None:
+    (_start, complete), _path_delete = app.runs("execute_delete_command")
+    cities = app.path("warehouse", "cities")
+    read, written = _one(complete, "inputs"), _one(complete, "outputs")
+    assert (read["name"], written["name"]) == (cities, cities)
+    _assert_delta_table(read, version="2", catalog=True)
+    _assert_delta_table(written, version="3", catalog=True)
+    assert _columns(written) == {
+        "city": ["cities.city:IDENTITY"],
+        "residents": ["cities.residents:IDENTITY"],
+        "(rows)": ["cities.city:FILTER"],
+    }
+
+
+def test_python_api_merge_and_delete_on_a_path_table(app: DeltaApp) -> None:
+    moves, source = app.path("paths", "moves"), app.path("source")
+    merged = app.complete("execute_merge_into_command")  # DeltaTable.merge: the target has no alias of its own
+    assert _ids(merged, "inputs") == [("file", moves), ("file", source)]
+    _assert_delta_table(_by_name(merged, "inputs", moves), version="0", catalog=False)
+    written = _one(merged, "outputs")
+    assert (written["name"], _symlinks(written)) == (moves, [])
+    _assert_delta_table(written, version="1", catalog=False)
+    assert _columns(written)["city"] == ["moves.city:IDENTITY", "source.city:IDENTITY,TRANSFORMATION"]
+
+    _sql_delete, (_start, deleted) = app.runs("execute_delete_command")
+    assert _ids(deleted, "inputs") == _ids(deleted, "outputs") == [("file", moves)]
+    _assert_delta_table(_one(deleted, "outputs"), version="2", catalog=False)
+    assert _columns(_one(deleted, "outputs"))["(rows)"] == ["moves.id:FILTER"]
+
+
+# --- what is not reported ----------------------------------------------------------------------------------------
+
+
+def test_delta_internals_are_not_reported(app: DeltaApp) -> None:
+    """Delta reads its transaction log, writes its files and copies a MERGE's source with Spark executions of its
+    own: none of them is a run here (openlineage-spark reports a source copy whose plan is not a filter, as
+    the parity scenarios show), the log is never a dataset, and no run lost part of its lineage."""
+    expected = {
+        "execute_save_into_data_source_command.paths_people": 3,
+        "execute_save_into_data_source_command.paths_moves": 1,
+        "execute_insert_into_hadoop_fs_relation_command.out_latest": 1,
+        "execute_insert_into_hadoop_fs_relation_command.out_version_1": 1,
+        "execute_insert_into_hadoop_fs_relation_command.out_at_timestamp": 1,
+        "execute_insert_into_hadoop_fs_relation_command.out_cities_v1": 1,
+        "atomic_create_table_as_select.default_people_saved": 1,
+        "append_data_exec_v1.spark_catalog_default_people_saved": 1,
+        "create_table.default_cities": 1,
+        "append_data_exec_v1.spark_catalog_default_cities": 1,
+        "atomic_create_table_as_select.default_paris": 1,
+        "execute_merge_into_command.cities": 1,
+        "execute_merge_into_command": 1,
+        "execute_update_command": 1,
+        "execute_delete_command": 2,
+    }
+    counts: dict[str, int] = {}
+    for event in query_events(app.events):
+        if event["eventType"] == "COMPLETE":
+            name = event["job"]["name"].removeprefix(f"{APP}.")
+            counts[name] = counts.get(name, 0) + 1
+            assert "extractionError" not in (event["run"].get("facets") or {}), event["run"]["facets"]
+        for dataset in event["inputs"] + event["outputs"]:
+            assert "_delta_log" not in dataset["name"], (event["job"]["name"], dataset["name"])
+    assert counts == expected

@@ -1,0 +1,73 @@
+"""What every parity suite does: run its scenarios under the reference's jar and under spark_lineage, one
+application each, then hold our events to the reference's through ``allowed_differences.toml``. A suite
+(``test_parity.py``, ``test_delta_parity.py``) says only which scenarios, which driver arguments and which
+servers it needs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from tests.parity.compare import Difference, differences, judge, load_allowed
+from tests.support import REPO_ROOT, validate_event
+
+Runs = dict[str, dict[str, Any]]
+
+
+def spark_line() -> str:
+    """The installed PySpark's ``major.minor``, as ``allowed_differences.toml`` lists lines."""
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def run_both(work: Path, driver_args: list[str]) -> Runs:
+    """Both runs of a suite, one after the other in the same directory so that paths are the same."""
+    results = {}
+    for agent in ("java", "python"):
+        out = work / f"{agent}.json"
+        command = [sys.executable, "-m", "tests.parity.driver", "--agent", agent, "--base", str(work / "data")]
+        command += ["--out", str(out), *driver_args]
+        finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500, check=False)
+        assert finished.returncode == 0, f"the {agent} run failed:\n{finished.stderr[-4000:]}"
+        results[agent] = json.loads(out.read_text())
+    return results
+
+
+def assert_matches_reference(scenario: str, runs: Runs) -> None:
+    """Our events for ``scenario`` are valid and differ from the reference's only as allowed."""
+    reference, ours = runs["java"][scenario], runs["python"][scenario]
+    assert not reference["error"] and not ours["error"], (reference["error"], ours["error"])
+    assert any(e["job"]["facets"]["jobType"]["jobType"] in ("SQL_JOB", "RDD_JOB") for e in reference["events"]), (
+        "openlineage-spark reported nothing for this scenario: it would compare nothing"
+    )
+    for event in ours["events"]:
+        validate_event(event)
+    verdict = judge(differences(scenario, reference, ours), load_allowed(), spark_line())
+    assert not verdict.unexplained, "differences from openlineage-spark not in allowed_differences.toml:\n" + "\n".join(
+        str(d) for d in verdict.unexplained
+    )
+
+
+def assert_no_stale_allowances(runs: Runs, scenarios: Collection[str]) -> None:
+    """An allowed difference about these scenarios that no longer shows is a difference fixed, or a test that
+    would not notice one."""
+    spark = spark_line()
+    found: list[Difference] = []
+    for scenario in scenarios:
+        if scenario in runs["java"] and scenario in runs["python"]:
+            found.extend(differences(scenario, runs["java"][scenario], runs["python"][scenario]))
+    stale = [
+        entry
+        for entry in load_allowed()
+        if spark in entry.spark
+        and entry.concerns(scenarios)
+        and not any(entry.matches(difference, spark) for difference in found)
+    ]
+    assert not stale, f"allowed differences that no longer show on PySpark {spark}:\n" + "\n".join(
+        entry.summary or entry.reason for entry in stale
+    )
