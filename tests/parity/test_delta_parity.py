@@ -11,7 +11,8 @@ from tests.jars import delta_spark
 from tests.parity.delta_scenarios import DELTA_SCENARIOS
 from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both, spark_line
 
-pytestmark = pytest.mark.spark
+# The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")

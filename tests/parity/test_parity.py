@@ -13,7 +13,8 @@ from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED
 from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both
 from tests.postgres_server import Postgres
 
-pytestmark = pytest.mark.spark
+# The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
 
 
 def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
