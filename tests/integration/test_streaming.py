@@ -37,6 +37,17 @@ def _kafka_stream(spark: Any, servers: str, topic: str) -> Any:
     )
 
 
+def _to_parquet_until_caught_up(stream: Any, out: Path, tmp_path: Path) -> None:
+    query = (
+        stream.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+
+
 def _stream_runs(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = {}
     for event in events:
@@ -103,16 +114,7 @@ def test_files_to_parquet_reports_the_sink(spark: Any, lineage: Any, receiver: L
     source.mkdir()
     (source / "part-1.json").write_text(json.dumps({"id": 1, "name": "ann"}) + "\n")
     out = tmp_path / "table"
-    query = (
-        spark.readStream.schema("id long, name string")
-        .json(str(source))
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
+    _to_parquet_until_caught_up(spark.readStream.schema("id long, name string").json(str(source)), out, tmp_path)
     assert lineage.flush(60)
 
     run = _only_stream(receiver.events)
@@ -164,3 +166,50 @@ def test_foreach_batch_writes_are_reported_once_under_the_application_run(
     run = _only_stream(receiver.events)
     assert datasets(run[-1], "inputs") == [(f"kafka://{servers}", "batched_src")]
     assert datasets(run[-1], "outputs") == []
+
+
+def test_kafka_to_parquet_names_the_topic_and_the_directory(
+    spark: Any, lineage: Any, receiver: LineageReceiver, servers: str, tmp_path: Path
+) -> None:
+    _produce(spark, servers, "to_files_src")
+    out = tmp_path / "from_kafka"
+    values = _kafka_stream(spark, servers, "to_files_src").selectExpr("CAST(value AS STRING) AS value")
+    _to_parquet_until_caught_up(values, out, tmp_path)
+    assert lineage.flush(60)
+
+    run = _only_stream(receiver.events)
+    assert [e["eventType"] for e in run] == ["START", "RUNNING", "COMPLETE"]
+    for event in [*run[1:], *_batches_of(receiver.events, run[0]["run"]["runId"])]:
+        assert datasets(event, "inputs") == [(f"kafka://{servers}", "to_files_src")]
+        assert datasets(event, "outputs") == [("file", str(out))]
+        assert "extractionError" not in event["run"]["facets"]
+
+
+def test_a_failed_query_ends_its_run_as_failed(
+    spark: Any, lineage: Any, receiver: LineageReceiver, tmp_path: Path
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    source = tmp_path / "incoming"
+    source.mkdir()
+    (source / "part-1.json").write_text(json.dumps({"id": 1}) + "\n")
+
+    def fail(batch: Any, batch_id: int) -> None:
+        raise ValueError("this batch cannot be written")
+
+    query = (
+        spark.readStream.schema("id long")
+        .json(str(source))
+        .writeStream.foreachBatch(fail)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .queryName("doomed")
+        .start()
+    )
+    with pytest.raises(StreamingQueryException):
+        query.awaitTermination(120)
+    assert lineage.flush(60)
+
+    run = _only_stream(receiver.events)
+    assert [e["eventType"] for e in run][0 :: len(run) - 1] == ["START", "FAIL"]
+    assert "this batch cannot be written" in run[-1]["run"]["facets"]["errorMessage"]["message"]
+    assert datasets(run[-1], "inputs") == [("file", str(source))]
