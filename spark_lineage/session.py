@@ -216,9 +216,12 @@ class LineageRuntime:
         try:
             self.bridge.drain_listener_bus(deadline.millis())
             self.bridge.unregister_listener()
-            self.bridge.unregister_stream_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("unregistering the listener", exc)
+        try:
+            self.bridge.unregister_stream_listener()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("unregistering the streaming query listener", exc)
         self.iceberg_reporter.active = False  # tables that still hold it report to nobody
         try:
             self.bridge.uninstall_iceberg_reporter()
