@@ -4,9 +4,10 @@
 
 Each measurement is a fresh process running one streaming query: JSON files to parquet, one file per
 micro-batch (``maxFilesPerTrigger=1``, ``availableNow``), so the query runs ``--batches`` micro-batches plus a
-warm-up of 5. The figure is the sum of the measured batches' durations as Spark reports them
-(``triggerExecution``), so what lineage costs the stream's own thread (the listener callbacks, the nested
-write's listener, the worker's reads competing for the driver) is inside it and start-up is not. With lineage
+warm-up of 5. The figure is the measured batches' median duration as Spark reports it (``triggerExecution``),
+times their number: what lineage costs the stream's own thread (the listener callbacks, the worker's reads and
+sends competing for the driver's cores) is inside it, start-up is not, and a batch stalled by another process
+on a busy machine does not swing it. With lineage
 on, every query and micro-batch event is spooled on disk and sent over HTTP to a receiver on loopback.
 Processes alternate on, off, off, on, ... so that drift in the machine's load hits both sides alike.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 from _sidebyside import alternate, report
@@ -53,7 +55,7 @@ def run_job(mode: str, batches: int, url: str, workdir: Path) -> float:
     measured = [p["durationMs"]["triggerExecution"] for p in progress[WARM_UP_BATCHES:]]
     assert len(measured) == batches, f"expected {batches} measured batches, got {len(measured)}"
     spark.stop()
-    return sum(measured) / 1000
+    return statistics.median(measured) * batches / 1000
 
 
 def main() -> None:
