@@ -43,7 +43,6 @@ class PendingStreamEvent:
 @dataclass(frozen=True)
 class StreamStarted:
     query_id: str
-    run_id: str
     name: str | None
     timestamp: str
     """ISO 8601, as Spark gives it."""
@@ -52,7 +51,6 @@ class StreamStarted:
 @dataclass(frozen=True)
 class StreamTerminated:
     query_id: str
-    run_id: str
     error: str | None
     """The exception that stopped the query, as text; ``None`` when it was stopped or ran out of input."""
 
@@ -88,7 +86,7 @@ class StreamListener(JavaCallback):
 
 
 class StreamReader:
-    """Reads streaming query events and queries of one session. Used on the analysis thread only."""
+    """Reads streaming query events and queries of one session, on the streams worker's thread."""
 
     def __init__(self, jsession: Any, gateway: Any, classes: JvmClasses) -> None:
         self._jsession = jsession
@@ -112,7 +110,6 @@ class StreamReader:
     def started(self, event: Any) -> StreamStarted:
         return StreamStarted(
             query_id=str(event.id().toString()),
-            run_id=str(event.runId().toString()),
             name=_text(event.name()),
             timestamp=str(event.timestamp()),
         )
@@ -120,7 +117,6 @@ class StreamReader:
     def terminated(self, event: Any) -> StreamTerminated:
         return StreamTerminated(
             query_id=str(event.id().toString()),
-            run_id=str(event.runId().toString()),
             error=_text(self._option(event.exception())),
         )
 

@@ -213,3 +213,26 @@ def test_a_failed_query_ends_its_run_as_failed(
     assert [e["eventType"] for e in run][0 :: len(run) - 1] == ["START", "FAIL"]
     assert "this batch cannot be written" in run[-1]["run"]["facets"]["errorMessage"]["message"]
     assert datasets(run[-1], "inputs") == [("file", str(source))]
+
+
+def test_a_stream_into_an_iceberg_table_names_the_table(
+    spark: Any, lineage: Any, receiver: LineageReceiver, iceberg_dir: Path, tmp_path: Path
+) -> None:
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS hcat.db")
+    spark.sql("CREATE TABLE hcat.db.streamed (id BIGINT, name STRING) USING iceberg")
+    try:
+        source = tmp_path / "incoming"
+        source.mkdir()
+        (source / "part-1.json").write_text(json.dumps({"id": 1, "name": "ann"}) + "\n")
+        stream = spark.readStream.schema("id long, name string").json(str(source))
+        stream.writeStream.option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(
+            availableNow=True
+        ).toTable("hcat.db.streamed").awaitTermination(120)
+        assert lineage.flush(60)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS hcat.db.streamed")
+
+    run = _only_stream(receiver.events)
+    assert datasets(run[-1], "inputs") == [("file", str(source))]
+    assert datasets(run[-1], "outputs") == [("file", str(iceberg_dir / "hadoop_warehouse" / "db" / "streamed"))]
+    assert "extractionError" not in run[-1]["run"]["facets"]

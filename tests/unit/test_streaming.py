@@ -159,13 +159,13 @@ class _FakeStreams:
         self.handle = handle
 
     def started(self, event: Any) -> StreamStarted:
-        return StreamStarted("q-1", "r-1", event, "2026-01-02T03:04:05.000Z")
+        return StreamStarted("q-1", event, "2026-01-02T03:04:05.000Z")
 
     def progress_json(self, event: Any) -> str:
         return str(event)
 
     def terminated(self, event: Any) -> StreamTerminated:
-        return StreamTerminated("q-1", "r-1", event)
+        return StreamTerminated("q-1", event)
 
     def query(self, query_id: str) -> Any:
         return self.handle
