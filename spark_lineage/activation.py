@@ -108,7 +108,7 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
     from spark_lineage import session as session_module
     from spark_lineage.delivery import create_client
 
-    existing = session_module.handle_for(bridge.session_key)
+    existing = session_module.handle_for(bridge.session_key) or _inherited_handle(bridge)
     if existing is not None:
         if overrides:
             log.warning(
@@ -136,6 +136,25 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
     client = create_client(config, redactor)
     runtime = session_module.LineageRuntime(bridge, config, client, session, redactor)
     return session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
+
+
+def _inherited_handle(bridge: JvmBridge) -> LineageHandle | None:
+    """The handle of the session this one was cloned from, when Spark already calls that session's listener
+    for this one's queries: a second listener would report each of them twice, under a second application
+    run. The clone then shares the parent's handle."""
+    from spark_lineage import session as session_module
+
+    try:
+        names = bridge.listener_names()
+    except Exception:
+        log.debug("spark_lineage: could not list the session's listeners", exc_info=True)
+        return None
+    for name in names:
+        handle = session_module.handle_of_listener(name)
+        if handle is not None:
+            session_module.share_handle(bridge.session_key, handle)
+            return handle
+    return None
 
 
 def _notebook_overrides(conf: Mapping[str, str]) -> dict[str, Any]:

@@ -61,11 +61,17 @@ _WRITING_ACTIONS = frozenset(
 )
 
 
+# A micro-batch that writes to a DSv2 sink (Kafka, Iceberg, foreach) runs its write as a nested collect on the
+# stream's session, which our listener hears: the micro-batch is reported by the streaming query's own events.
+# Batch V2 writes are planned as AppendData and its kin, so this root with this action is a stream's only.
+_MICRO_BATCH_WRITE = ("WriteToDataSourceV2", "collect")
+
+
 def is_reported(
     root_class: str, func_name: str, *, filter_read_only: bool, read_only_roots: frozenset[str] = READ_ONLY_ROOTS
 ) -> bool:
     """Whether a query with this plan root and action is worth capturing at all."""
-    if func_name in _NOT_EXECUTED or func_name in _INNER_EXECUTIONS:
+    if func_name in _NOT_EXECUTED or func_name in _INNER_EXECUTIONS or (root_class, func_name) == _MICRO_BATCH_WRITE:
         return False
     return not (filter_read_only and root_class in read_only_roots)
 

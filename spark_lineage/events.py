@@ -86,22 +86,17 @@ class EventBuilder:
             name += "." + lineage.job_suffix.replace(".", "_")
         return name
 
-    def query_events(self, query: CapturedQuery, lineage: QueryLineage) -> list[RunEvent]:
-        """START then COMPLETE, or START then FAIL, for one query, sharing one run id."""
+    def query_events(
+        self, query: CapturedQuery, lineage: QueryLineage, *, parent: ParentJob | None = None, streaming: bool = False
+    ) -> list[RunEvent]:
+        """START then COMPLETE, or START then FAIL, for one query, sharing one run id; its parent is the
+        application run unless ``parent`` says otherwise (a micro-batch's streaming query)."""
         run_id = new_run_id(query.start_ms)
         job_name = self.query_job_name(query, lineage)
-        job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "BATCH")}
+        job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "STREAMING" if streaming else "BATCH")}
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
-        run_facets = self._common_run_facets()
-        run_facets["parent"] = self._parent_facet(ParentJob(self.config.namespace, self.app_job_name, self.app_run_id))
-        if lineage.errors:
-            run_facets["extractionError"] = extraction_error_run.ExtractionErrorRunFacet(
-                totalTasks=len(lineage.errors),
-                failedTasks=len(lineage.errors),
-                errors=[extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in lineage.errors],
-                producer=PRODUCER,
-            )
+        run_facets = self._child_run_facets(lineage, parent)
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
         inputs = [self._input(d) for d in lineage.inputs]
         start = self._event(
@@ -129,6 +124,42 @@ class EventBuilder:
             )
         end = self._event(state, query.end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs)
         return [start, end]
+
+    # --- streaming query runs ------------------------------------------------------------------------------
+
+    def stream_event(
+        self,
+        state: RunState,
+        epoch_ms: int,
+        run: ParentJob,
+        lineage: QueryLineage | None,
+        *,
+        error: str | None = None,
+    ) -> RunEvent:
+        """An event of a streaming query's run, which spans the query from start to termination; its
+        micro-batches are runs of their own under it (see :meth:`query_events`)."""
+        run_facets = self._child_run_facets(lineage or QueryLineage(), None)
+        if state == RunState.START:
+            run_facets["spark_applicationDetails"] = self._application_details()
+        if error is not None:
+            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+                message=error, programmingLanguage="JAVA", producer=PRODUCER
+            )
+        job_facets = {"jobType": self._job_type("STREAMING_QUERY", "STREAMING")}
+        return self._event(
+            state,
+            epoch_ms,
+            run.run_id,
+            run.name,
+            run_facets,
+            job_facets,
+            inputs=[self._input(d) for d in lineage.inputs] if lineage else None,
+            outputs=[self._output(d, None) for d in lineage.outputs] if lineage else None,
+        )
+
+    def stream_job_name(self, query_name: str | None) -> str:
+        """``<app>.<query name>``; an unnamed query is ``<app>.streaming_query``."""
+        return f"{self.app_job_name}.{naming.normalize_job_name(query_name or '') or 'streaming_query'}"
 
     # --- pieces --------------------------------------------------------------------------------------------
 
@@ -194,6 +225,23 @@ class EventBuilder:
 
     def _parent_facet(self, parent: ParentJob) -> parent_run.ParentRunFacet:
         return parent_facet(parent, self.config.root_parent or self.config.parent or parent)
+
+    def _child_run_facets(self, lineage: QueryLineage, parent: ParentJob | None) -> dict[str, Any]:
+        """The run facets of a run under the application run (directly, or under ``parent``, which is)."""
+        application = ParentJob(self.config.namespace, self.app_job_name, self.app_run_id)
+        run_facets = self._common_run_facets()
+        if parent is None:
+            run_facets["parent"] = self._parent_facet(application)
+        else:
+            run_facets["parent"] = parent_facet(parent, self.config.root_parent or self.config.parent or application)
+        if lineage.errors:
+            run_facets["extractionError"] = extraction_error_run.ExtractionErrorRunFacet(
+                totalTasks=len(lineage.errors),
+                failedTasks=len(lineage.errors),
+                errors=[extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in lineage.errors],
+                producer=PRODUCER,
+            )
+        return run_facets
 
     def _input(self, dataset: DatasetLineage) -> InputDataset:
         return input_dataset(dataset, self.config.facet_enabled)

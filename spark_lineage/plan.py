@@ -11,7 +11,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-ProbeKind = Literal["value", "strings", "map", "metrics", "node", "table", "v2table", "tree", "cached_plan"]
+ProbeKind = Literal[
+    "value", "strings", "map", "metrics", "node", "table", "v2table", "tree", "cached_plan", "qualified_path"
+]
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class Probe:
     - ``table``: a ``TableIdentifier`` (or a table name string) looked up in the session catalog;
     - ``v2table``: a ``ResolvedIdentifier`` whose table is loaded from its V2 catalog;
     - ``tree``: a plan that is not part of the query's own tree, read like it (:class:`CatalystNode`);
-    - ``cached_plan``: the logical plan a cached relation (``InMemoryRelation``) holds, as a ``tree``.
+    - ``cached_plan``: the logical plan a cached relation (``InMemoryRelation``) holds, as a ``tree``;
+    - ``qualified_path``: a Hadoop path (or its text) qualified by its file system, as Spark writes to it.
 
     Plans inside the query's tree (a command's query, a subquery) need no probe: handlers find them in the
     tree, with their own nodes already probed.
@@ -45,8 +48,8 @@ class Probe:
     keys: frozenset[str] | None = None
     """For ``map`` probes: the keys to keep, in lower case (matched without regard to case, kept as written)."""
     if_field: str | None = None
-    """Read only when the probed plan node's field of this name holds something (an ``Option`` that is set):
-    the tree already says, so an empty one costs no JVM call."""
+    """Read only when the probed plan node's field of this name holds something (an ``Option`` that is set, a
+    flag that is true): the tree already says, so an empty one costs no JVM call."""
 
 
 def probe(path: str, kind: ProbeKind = "value") -> Probe:

@@ -35,11 +35,14 @@ from spark_lineage.jvm import (
     JvmBridge,
     PendingQuery,
     PendingReport,
+    PendingStreamEvent,
     QueryListener,
+    StreamListener,
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import CapturedQuery, SessionInfo
 from spark_lineage.redaction import Redactor
+from spark_lineage.streaming import StreamTracker
 from spark_lineage.worker import BoundedWorker, ErrorLog
 
 if TYPE_CHECKING:
@@ -53,6 +56,10 @@ _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
 _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
+
+
+WorkItem = PendingQuery | PendingReport | Callable[[], object]
+"""What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
 
 class LineageHandle:
@@ -117,11 +124,28 @@ class LineageRuntime:
         self.context_id = id(bridge.spark_context)
         self._shutdown_lock = threading.Lock()
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
-        self.analysis_worker: BoundedWorker[PendingQuery | PendingReport | Callable[[], object]] = BoundedWorker(
+        self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
         )
         self.delivery = Delivery(client, open_spool(config), self.errors, redactor)
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
+        # Streaming queries have a worker of their own: a query's handle must be taken while it runs, and a
+        # short query may be over by the time a busy analysis worker would get to its start.
+        self.stream_context = AnalysisContext(session=self.session)
+        self.streams = StreamTracker(
+            bridge,
+            self.events,
+            self._capture,
+            lambda query: self._lineage(query, self.stream_context),
+            self._deliver,
+            self.errors,
+        )
+        self.stream_worker: BoundedWorker[PendingStreamEvent] = BoundedWorker(
+            "spark_lineage-streams", self.streams.handle, config.queue_size, self.errors
+        )
+        self.stream_listener = StreamListener(
+            self.stream_worker.submit, f"spark_lineage-streams:{self.session.session_id}"
+        )
         columns = config.column_lineage
         read_only_roots = analysis.read_only_roots(self.session.conf)
         self._capture_rules = CaptureRules(
@@ -141,6 +165,10 @@ class LineageRuntime:
         self.delivery.submit(self.events.application_event(RunState.START, self.started_ms))
         self.bridge.register_listener(self.listener)
         self.active = True
+        try:
+            self.bridge.register_stream_listener(self.stream_listener)
+        except Exception as exc:  # noqa: BLE001 - batch lineage without streaming beats no lineage
+            self.errors.report("adding the streaming query listener", exc)
         if not self.config.iceberg_metrics_reporter_disabled:
             local: list[str] = []
             remote: list[str] = []
@@ -161,6 +189,7 @@ class LineageRuntime:
         if self.active:
             self.bridge.drain_listener_bus(deadline.millis())
         analyzed = self.analysis_worker.flush(deadline.seconds())
+        analyzed = self.stream_worker.flush(deadline.seconds()) and analyzed
         delivered = self.delivery.flush(deadline.seconds())
         return analyzed and delivered
 
@@ -189,16 +218,21 @@ class LineageRuntime:
             self.bridge.unregister_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("unregistering the listener", exc)
+        try:
+            self.bridge.unregister_stream_listener()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("unregistering the streaming query listener", exc)
         self.iceberg_reporter.active = False  # tables that still hold it report to nobody
         try:
             self.bridge.uninstall_iceberg_reporter()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("restoring Iceberg metrics reporters", exc)
         self.analysis_worker.close(deadline.seconds())
+        self.stream_worker.close(deadline.seconds())
         if not ending_first:
             self.delivery.submit(ending)
         self.delivery.close(deadline.seconds())
-        lost = self.analysis_worker.dropped
+        lost = self.analysis_worker.dropped + self.stream_worker.dropped
         if lost:
             log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
         try:
@@ -209,13 +243,24 @@ class LineageRuntime:
 
     # --- worker steps --------------------------------------------------------------------------------------
 
-    def _analyze(self, pending: PendingQuery | PendingReport | Callable[[], object]) -> None:
+    def _analyze(self, pending: WorkItem) -> None:
         if callable(pending):
             pending()
             return
         if isinstance(pending, PendingReport):
             self._keep_iceberg_report(pending)
             return
+        query = self._capture(pending)
+        if query is None:
+            return
+        lineage = self._lineage(query, self.context)
+        if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage):
+            return
+        for event in self.events.query_events(query, lineage):
+            self._deliver(event)
+
+    def _capture(self, pending: PendingQuery) -> CapturedQuery | None:
+        """A finished query as plain data (``None``: not reported), recorded when recording is on."""
         try:
             query = self.bridge.capture(pending, self._capture_rules)
         except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
@@ -229,20 +274,21 @@ class LineageRuntime:
             )
         finally:
             pending.query_execution = None  # let the JVM free the plan now
-        if query is None:
-            return
-        self._record(query)
+        if query is not None:
+            self._record(query)
+        return query
+
+    def _lineage(self, query: CapturedQuery, context: AnalysisContext) -> QueryLineage:
         try:
-            lineage = analysis.analyze(query, self.context, self.config.column_lineage)
+            return analysis.analyze(query, context, self.config.column_lineage)
         except Exception as exc:  # noqa: BLE001
             self.errors.report("analyzing a query", exc)
-            lineage = QueryLineage(errors=[f"analysis failed: {exc!r}"])
-        if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage):
-            return
-        for event in self.events.query_events(query, lineage):
-            if event.eventType in (RunState.COMPLETE, RunState.FAIL):
-                _recent_runs.append(RunSummary.of(event))
-            self.delivery.submit(event)
+            return QueryLineage(errors=[f"analysis failed: {exc!r}"])
+
+    def _deliver(self, event: RunEvent) -> None:
+        if event.eventType in (RunState.COMPLETE, RunState.FAIL):
+            _recent_runs.append(RunSummary.of(event))
+        self.delivery.submit(event)
 
     def _keep_iceberg_report(self, pending: PendingReport) -> None:
         """Hold an Iceberg report for the query that caused it: Iceberg reports during the query, Spark calls
@@ -352,6 +398,21 @@ def handle_for(session_key: str) -> LineageHandle | None:
     with _lock:
         handle = _handles.get(session_key)
         return handle if handle is not None and handle.enabled else None
+
+
+def handle_of_listener(name: str) -> LineageHandle | None:
+    """The enabled handle whose runtime registered the query listener of this name."""
+    with _lock:
+        for handle in _handles.values():
+            if handle.enabled and handle._runtime is not None and handle._runtime.listener.toString() == name:
+                return handle
+    return None
+
+
+def share_handle(session_key: str, handle: LineageHandle) -> None:
+    """Serve another JVM session (a clone whose queries ``handle``'s listener already hears) with ``handle``."""
+    with _lock:
+        _handles[session_key] = handle
 
 
 def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> LineageHandle:

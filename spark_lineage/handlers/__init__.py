@@ -9,12 +9,13 @@
 - ``jdbc``: databases read (``JDBCRelation``) and written over JDBC.
 - ``delta``: Delta Lake tables: path and table writes, MERGE, UPDATE, DELETE, CTAS, reads (time travel too).
 - ``kafka``: Kafka topics read (``KafkaRelation``) and written in batch.
+- ``streaming``: the sources and sink of a Structured Streaming micro-batch.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, relations, writes
+from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, relations, streaming, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register
 
@@ -30,5 +31,6 @@ __all__ = [
     "probes_for",
     "register",
     "relations",
+    "streaming",
     "writes",
 ]

@@ -30,10 +30,19 @@ class LogicalRelationHandler(NodeHandler):
     probes = {
         "relation": Probe(("relation",), "node"),
         "catalogTable": Probe(("catalogTable", "?"), "node", if_field="catalogTable"),
+        # A file stream's micro-batch scans the files new since the last batch, under the directory the stream
+        # watches, which Spark passes as the base path: the stream's dataset, whichever files a batch has.
+        "streamDirectory": Probe(
+            ("relation", "options", "get(basePath)", "?"), "qualified_path", if_field="isStreaming"
+        ),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        return scan_inputs(node.get("relation"), node.get("catalogTable"), ctx)
+        directory = node.get("streamDirectory")
+        relation: CapturedNode | None = node.get("relation")
+        if directory is not None and relation is not None:
+            return [DatasetLineage(naming.from_location(directory), schema=schema_fields(relation.get("schema")))]
+        return scan_inputs(relation, node.get("catalogTable"), ctx)
 
     def column_sources(
         self, node: CapturedNode, datasets: list[DatasetLineage]

@@ -5,6 +5,7 @@
   catalog lookups);
 - :mod:`~spark_lineage.jvm.catalyst_tree`: a whole plan, expressions included, in one call;
 - :mod:`~spark_lineage.jvm.probes`: the generic evaluator of the probes handlers declare;
+- :mod:`~spark_lineage.jvm.streaming`: the streaming query listener, and reads of its events;
 - :mod:`~spark_lineage.jvm.iceberg`: Iceberg's metrics reporter;
 - :mod:`~spark_lineage.jvm.values`: how values cross (joined strings, cached class lookups).
 
@@ -15,6 +16,7 @@ means.
 from spark_lineage.jvm.bridge import JvmBridge, QueryListener
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery
+from spark_lineage.jvm.streaming import PendingStreamEvent, StreamEventKind, StreamListener, StreamStarted
 from spark_lineage.jvm.values import JvmError
 
 __all__ = [
@@ -24,5 +26,9 @@ __all__ = [
     "JvmError",
     "PendingQuery",
     "PendingReport",
+    "PendingStreamEvent",
     "QueryListener",
+    "StreamEventKind",
+    "StreamListener",
+    "StreamStarted",
 ]

@@ -7,6 +7,7 @@ behind :meth:`JvmBridge.capture` and the Iceberg reporter are created on first u
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from functools import cached_property
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, parse_map, safe, unwrap_option
+from spark_lineage.jvm.streaming import StreamListener, StreamReader
+from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, parse_map, safe, unwrap_option
 from spark_lineage.plan import CapturedQuery, SessionInfo
 
 if TYPE_CHECKING:
@@ -25,13 +27,13 @@ log = logging.getLogger(__name__)
 _QUERY_LISTENER = "org.apache.spark.sql.util.QueryExecutionListener"
 
 
-class QueryListener:
+class QueryListener(JavaCallback):
     """A ``QueryExecutionListener`` implemented in Python. Spark calls it on its listener-bus thread; it only
     hands a :class:`PendingQuery` to ``sink`` and returns, and never lets an exception escape into Spark."""
 
     def __init__(self, sink: Callable[[PendingQuery], object], name: str) -> None:
+        super().__init__(name)
         self._sink = sink
-        self._name = name
         self.calls = 0
         """How many queries Spark has reported to this listener."""
 
@@ -49,16 +51,6 @@ class QueryListener:
         except BaseException:
             log.debug("spark_lineage listener could not queue a failed query", exc_info=True)
 
-    # py4j proxies need these to behave in Java collections (ListenerManager keeps a list of listeners).
-    def equals(self, other: Any) -> bool:
-        return other is self
-
-    def hashCode(self) -> int:
-        return id(self) & 0x7FFFFFFF
-
-    def toString(self) -> str:
-        return self._name
-
     class Java:
         implements = [_QUERY_LISTENER]
 
@@ -73,7 +65,8 @@ class JvmBridge:
         self._gateway = self._sc._gateway
         self._classes = JvmClasses(self._sc._jvm)
         self._listener_handle: Any = None
-        self._reader: QueryReader | None = None
+        self._readers: dict[int, QueryReader] = {}
+        """One per thread that captures (the analysis and streaming workers): a reader is not thread-safe."""
         self._iceberg: IcebergReporterInstaller | None = None
 
     @property
@@ -152,18 +145,41 @@ class JvmBridge:
         self._jsession.listenerManager().register(handle)
         self._listener_handle = handle
 
+    def listener_names(self) -> list[str]:
+        """The names (``toString``) of the query listeners this session calls. Spark copies a session's
+        listeners into its clones: a stream runs on a clone of the session that started it, and
+        ``foreachBatch`` wraps that clone in a new Python session."""
+        # Our listeners come back from Java as proxies, not as themselves: their names tell them apart.
+        return [str(listener.toString()) for listener in self._jsession.listenerManager().listListeners()]
+
     def unregister_listener(self) -> None:
         handle, self._listener_handle = self._listener_handle, None
         if handle is not None and not self.is_stopped():
             self._jsession.listenerManager().unregister(handle)
 
+    # --- streaming queries ---------------------------------------------------------------------------------
+
+    @cached_property
+    def streams(self) -> StreamReader:
+        """Streaming query events and queries of this session."""
+        return StreamReader(self._jsession, self._gateway, self._classes)
+
+    def register_stream_listener(self, listener: StreamListener) -> None:
+        self.streams.register(listener)
+
+    def unregister_stream_listener(self) -> None:
+        if not self.is_stopped():
+            self.streams.unregister()
+
     # --- queries -------------------------------------------------------------------------------------------
 
     def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
         """Read a finished query (see :meth:`spark_lineage.jvm.spark.QueryReader.capture`)."""
-        if self._reader is None:
-            self._reader = QueryReader(self._jsession, self._gateway, self._classes, rules.probes_for)
-        return self._reader.capture(pending, rules)
+        reader = self._readers.get(threading.get_ident())
+        if reader is None:
+            reader = QueryReader(self._jsession, self._gateway, self._classes, rules.probes_for)
+            self._readers[threading.get_ident()] = reader
+        return reader.capture(pending, rules)
 
     # --- Iceberg metrics reporter --------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ class ProbeEvaluator:
         node = CapturedNode(class_name=class_name, tree=tree)
         cache: dict[tuple[str, ...], Any] = {(): obj}
         for name, spec in self._probes_for(node.simple_name).items():
-            if spec.if_field is not None and tree is not None and tree.fields.get(spec.if_field) is None:
+            if spec.if_field is not None and tree is not None and tree.fields.get(spec.if_field) in (None, False):
                 continue
             try:
                 node.props[name] = self._evaluate(obj, spec, cache)

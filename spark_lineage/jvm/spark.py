@@ -34,6 +34,9 @@ class PendingQuery:
     end_ms: int
     duration_ns: int | None = None
     exception: Any = None
+    plans: tuple[str, ...] = ("optimizedPlan", "analyzed", "logical")
+    """The plans to read, the first one that can be had: a micro-batch is read as analyzed, where its sink is
+    still the root (the optimizer removes a V1 sink's node)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class QueryReader:
         self._probes.add_resolver("v2table", self._load_v2_table)
         self._probes.add_resolver("tree", self._nested_tree)
         self._probes.add_resolver("cached_plan", self._cached_plan)
+        self._probes.add_resolver("qualified_path", self._qualified_path)
         self._session_catalog: Any = None
         self._active_on: int | None = None
         self._rules: CaptureRules | None = None
@@ -75,7 +79,7 @@ class QueryReader:
         query = CapturedQuery(func_name=pending.func_name, start_ms=pending.end_ms, end_ms=pending.end_ms, tree=None)
         if pending.duration_ns is not None:
             query.start_ms = pending.end_ms - pending.duration_ns // 1_000_000
-        plan = self._logical_plan(qe, query)
+        plan = self._logical_plan(qe, query, pending.plans)
         # A logical plan's node name is its class's simple name: one call decides whether to read more.
         root_name = str(plan.nodeName()) if plan is not None else None
         if root_name is not None and not rules.is_reported(root_name, pending.func_name):
@@ -100,8 +104,8 @@ class QueryReader:
 
     # --- plans ---------------------------------------------------------------------------------------------
 
-    def _logical_plan(self, qe: Any, query: CapturedQuery) -> Any:
-        for accessor in ("optimizedPlan", "analyzed", "logical"):
+    def _logical_plan(self, qe: Any, query: CapturedQuery, accessors: tuple[str, ...]) -> Any:
+        for accessor in accessors:
             try:
                 return getattr(qe, accessor)()
             except Exception as error:  # noqa: BLE001 - a failed query's lazy plans can re-throw
@@ -170,6 +174,14 @@ class QueryReader:
                 break
             node = node.children().apply(0)
         return self._nested_tree(physical)
+
+    def _qualified_path(self, path: Any) -> str:
+        """A Hadoop path (or its text) qualified as Spark would write to it: with the default file system's
+        scheme and the working directory."""
+        if isinstance(path, str):
+            path = self._classes("org.apache.hadoop.fs.Path")(path)
+        conf = self._jsession.sessionState().newHadoopConf()
+        return str(path.getFileSystem(conf).makeQualified(path).toString())
 
     # --- catalog lookups -----------------------------------------------------------------------------------
 

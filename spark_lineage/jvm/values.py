@@ -16,6 +16,23 @@ KV_SEP = " -> "
 _METRIC_VALUE = re.compile(r"value: (-?\d+)\)\s*$")
 
 
+class JavaCallback:
+    """A Python object Spark holds as a Java listener: py4j proxies need these to behave in Java collections
+    (Spark keeps its listeners in lists), and the name tells ours apart when they come back as proxies."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:
+        return self._name
+
+
 class JvmError(RuntimeError):
     """Something could not be read from the JVM; the message says what."""
 

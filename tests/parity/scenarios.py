@@ -373,3 +373,39 @@ def kafka_write_and_read(spark: Any, workspace: Workspace) -> None:
 def kafka_read_assign(spark: Any, workspace: Workspace) -> None:
     topic = _kafka_topic(spark, workspace, "parity_assigned").option("assign", '{"parity_assigned":[0]}').load()
     topic.selectExpr("CAST(value AS STRING) AS name").write.mode("overwrite").parquet(workspace.out("kafka_assigned"))
+
+
+def _until_caught_up(writer: Any, workspace: Workspace, name: str) -> None:
+    """Run a streaming query over what its source holds now, then let it end."""
+    writer.option("checkpointLocation", str(workspace.base / "checkpoints" / name)).trigger(
+        availableNow=True
+    ).start().awaitTermination(300)
+
+
+@scenario
+def stream_files_to_parquet(spark: Any, workspace: Workspace) -> None:
+    source = workspace.base / "stream_incoming"
+    source.mkdir(parents=True, exist_ok=True)
+    (source / "part-1.json").write_text('{"a": 1, "b": "ann"}\n{"a": 2, "b": "bob"}\n')
+    stream = spark.readStream.schema("a int, b string").json(str(source)).selectExpr("a", "upper(b) AS b")
+    _until_caught_up(stream.writeStream.format("parquet").option("path", workspace.out("streamed")), workspace, "files")
+
+
+@needs_kafka
+def stream_kafka_to_kafka(spark: Any, workspace: Workspace) -> None:
+    _kafka_topic(spark, workspace, "parity_stream_in")
+    assert workspace.kafka_servers is not None
+    stream = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", workspace.kafka_servers)
+        .option("subscribe", "parity_stream_in")
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "value")
+    )
+    sink = (
+        stream.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", workspace.kafka_servers)
+        .option("topic", "parity_stream_out")
+    )
+    _until_caught_up(sink, workspace, "kafka")

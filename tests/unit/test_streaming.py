@@ -1,0 +1,296 @@
+"""Structured Streaming without a JVM: the sources and sinks of a micro-batch from its captured plan, which
+micro-batch actions are reported, and the runs a query's events turn into, from events a fake edge gives."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from openlineage.client.event_v2 import RunEvent
+from openlineage.client.serde import Serde
+
+from spark_lineage import activation, analysis
+from spark_lineage import session as session_module
+from spark_lineage.config import LineageConfig
+from spark_lineage.events import EventBuilder
+from spark_lineage.jvm import PendingQuery, PendingStreamEvent, QueryListener, StreamEventKind, StreamStarted
+from spark_lineage.jvm.streaming import StreamTerminated
+from spark_lineage.lineage import AnalysisContext
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, SessionInfo
+from spark_lineage.streaming import MicroBatch, StreamTracker
+from spark_lineage.worker import ErrorLog
+from tests.support import validate_event
+
+SESSION = SessionInfo(app_name="app", app_id="local-1", spark_version="3.5.9", master="local[1]", warehouse=None)
+SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "value", "type": "binary", "nullable": True}]})
+SERVERS = "b1.example:9092,b2.example:9092"
+KAFKA = "kafka://b1.example:9092"
+
+
+def _node(class_name: str, props: dict[str, Any], *children: CatalystNode, **fields: Any) -> CatalystNode:
+    node = CatalystNode(class_name, fields=fields, is_plan=True, children=children)
+    node.probed = CapturedNode(class_name, props, tree=node)
+    return node
+
+
+def _kafka_source(offsets: dict[str, dict[str, int]]) -> CatalystNode:
+    stream = CapturedNode("org.apache.spark.sql.kafka010.KafkaMicroBatchStream", {"servers": SERVERS})
+    return _node(
+        "org.apache.spark.sql.execution.datasources.v2.StreamingDataSourceV2ScanRelation",
+        {"stream": stream, "endOffset": json.dumps(offsets), "schema": SCHEMA},
+    )
+
+
+def _kafka_sink(child: CatalystNode, **options: str) -> CatalystNode:
+    return _node(
+        "org.apache.spark.sql.execution.streaming.sources.WriteToMicroBatchDataSource",
+        {
+            "tableClass": "org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable",
+            "options": options,
+            "schema": SCHEMA,
+        },
+        child,
+    )
+
+
+def _file_sink(child: CatalystNode, sink: CapturedNode) -> CatalystNode:
+    return _node(
+        "org.apache.spark.sql.execution.streaming.sources.WriteToMicroBatchDataSourceV1",
+        {"sink": sink},
+        child,
+    )
+
+
+def _lineage(tree: CatalystNode) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+    query = CapturedQuery(func_name="micro_batch", start_ms=0, end_ms=0, tree=tree)
+    lineage = analysis.analyze(query, AnalysisContext(session=SESSION))
+
+    def names(datasets: Any) -> list[tuple[str, str]]:
+        return [(d.identifier.namespace, d.identifier.name) for d in datasets]
+
+    return names(lineage.inputs), names(lineage.outputs), lineage.errors
+
+
+def test_kafka_to_kafka_names_the_topics_of_the_offsets_on_the_first_server() -> None:
+    """The end offsets name the topics a batch read, whatever subscribed them (a pattern too)."""
+    tree = _kafka_sink(
+        _kafka_source({"orders": {"0": 4}, "returns": {"0": 1, "1": 2}}),
+        **{"kafka.bootstrap.servers": SERVERS, "topic": "copy"},
+    )
+    assert _lineage(tree) == ([(KAFKA, "orders"), (KAFKA, "returns")], [(KAFKA, "copy")], [])
+
+
+def test_a_kafka_sink_without_a_topic_option_says_so() -> None:
+    inputs, outputs, errors = _lineage(
+        _kafka_sink(_kafka_source({"a": {"0": 1}}), **{"kafka.bootstrap.servers": SERVERS})
+    )
+    assert (inputs, outputs) == ([(KAFKA, "a")], [])
+    assert errors == ["a Kafka streaming sink without a topic option: its output is not reported"]
+
+
+def test_a_file_stream_reads_the_directory_it_watches_and_writes_its_sink_directory() -> None:
+    relation = CapturedNode("org.apache.spark.sql.execution.datasources.HadoopFsRelation", {"schema": SCHEMA})
+    source = _node(
+        "org.apache.spark.sql.execution.datasources.LogicalRelation",
+        {"relation": relation, "streamDirectory": "file:/data/incoming"},
+        isStreaming=True,
+    )
+    sink = CapturedNode(
+        "org.apache.spark.sql.execution.streaming.sinks.FileStreamSink", {"path": "hdfs://nn:8020/warehouse/out"}
+    )
+    assert _lineage(_file_sink(source, sink)) == (
+        [("file", "/data/incoming")],
+        [("hdfs://nn:8020", "/warehouse/out")],
+        [],
+    )
+
+
+def test_foreach_batch_and_console_sinks_write_no_dataset_and_no_error() -> None:
+    foreach = CapturedNode("org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink")
+    assert _lineage(_file_sink(_kafka_source({"a": {"0": 1}}), foreach)) == ([(KAFKA, "a")], [], [])
+    console = _node(
+        "org.apache.spark.sql.execution.streaming.sources.WriteToMicroBatchDataSource",
+        {"tableClass": "org.apache.spark.sql.execution.streaming.ConsoleTable$", "options": {}},
+        _kafka_source({"a": {"0": 1}}),
+    )
+    assert _lineage(console) == ([(KAFKA, "a")], [], [])
+
+
+def test_another_v2_stream_is_not_reported_and_says_so() -> None:
+    stream = CapturedNode("org.apache.iceberg.spark.source.SparkMicroBatchStream")
+    source = _node("org.apache.spark.sql.execution.datasources.v2.StreamingDataSourceV2Relation", {"stream": stream})
+    sink = CapturedNode("org.apache.spark.sql.execution.streaming.FileStreamSink", {"path": "file:/out"})
+    assert _lineage(_file_sink(source, sink)) == (
+        [],
+        [("file", "/out")],
+        ["a SparkMicroBatchStream streaming source: its input is not reported"],
+    )
+
+
+def test_the_nested_write_of_a_micro_batch_is_not_reported_again() -> None:
+    assert not analysis.is_reported("WriteToDataSourceV2", "collect", filter_read_only=True)
+    assert analysis.is_reported("WriteToMicroBatchDataSource", "micro_batch", filter_read_only=True)
+    assert analysis.is_reported("AppendData", "collect", filter_read_only=True)
+
+
+def test_a_progress_report_is_a_batch_that_ran_or_a_query_waiting() -> None:
+    ran = MicroBatch.from_progress(
+        {
+            "batchId": 3,
+            "timestamp": "2026-01-02T03:04:05.678Z",
+            "durationMs": {"addBatch": 40, "triggerExecution": 120},
+            "sink": {"numOutputRows": 7},
+        }
+    )
+    assert ran == MicroBatch(3, 1767323045678, 1767323045798, 7, True)
+    waiting = MicroBatch.from_progress(
+        {"batchId": 3, "timestamp": "2026-01-02T03:04:15.000Z", "durationMs": {"triggerExecution": 2}, "sink": {}}
+    )
+    assert (waiting.ran, waiting.output_rows) == (False, None)
+    # A file sink does not count its rows: Spark reports -1.
+    assert MicroBatch.from_progress({"durationMs": {}, "sink": {"numOutputRows": -1}}).output_rows is None
+
+
+class _FakeStreams:
+    """The edge's streaming reads, over events that are already plain values."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def started(self, event: Any) -> StreamStarted:
+        return StreamStarted("q-1", event, "2026-01-02T03:04:05.000Z")
+
+    def progress_json(self, event: Any) -> str:
+        return str(event)
+
+    def terminated(self, event: Any) -> StreamTerminated:
+        return StreamTerminated("q-1", event)
+
+    def query(self, query_id: str) -> Any:
+        return self.handle
+
+    def last_execution(self, query: Any) -> Any:
+        return "incremental execution"
+
+
+class _FakeBridge:
+    def __init__(self, handle: Any = "query handle") -> None:
+        self.streams = _FakeStreams(handle)
+
+
+def _track(handle: Any, *steps: tuple[StreamEventKind, Any]) -> list[dict[str, Any]]:
+    delivered: list[RunEvent] = []
+    tree = _kafka_sink(_kafka_source({"orders": {"0": 4}}), **{"kafka.bootstrap.servers": SERVERS, "topic": "copy"})
+    captured: list[PendingQuery] = []
+
+    def capture(pending: PendingQuery) -> CapturedQuery:
+        captured.append(pending)
+        return CapturedQuery("micro_batch", 0, 0, tree=tree, executed_node="WriteToDataSourceV2")
+
+    tracker = StreamTracker(
+        _FakeBridge(handle),  # type: ignore[arg-type]
+        EventBuilder(LineageConfig(), SESSION, "01930000-0000-7000-8000-000000000000"),
+        capture,
+        lambda query: analysis.analyze(query, AnalysisContext(session=SESSION)),
+        delivered.append,
+        ErrorLog(),
+    )
+    for kind, event in steps:
+        tracker.handle(PendingStreamEvent(kind, event, 1767323100000))
+    assert all(p.plans == ("analyzed",) for p in captured)
+    assert len(captured) <= 1, "a query's plan is read once"
+    events = [json.loads(Serde.to_json(event)) for event in delivered]
+    for event in events:
+        validate_event(event)
+    return events
+
+
+def _progress(batch_id: int, rows: int) -> str:
+    return json.dumps(
+        {
+            "id": "q-1",
+            "batchId": batch_id,
+            "timestamp": "2026-01-02T03:04:06.000Z",
+            "durationMs": {"addBatch": 30, "triggerExecution": 50},
+            "sink": {"numOutputRows": rows},
+        }
+    )
+
+
+def test_a_query_is_a_run_and_each_micro_batch_a_run_under_it() -> None:
+    events = _track(
+        "query handle",
+        (StreamEventKind.STARTED, "copy orders"),
+        (StreamEventKind.PROGRESS, _progress(0, 4)),
+        (StreamEventKind.PROGRESS, _progress(1, 2)),
+        (StreamEventKind.TERMINATED, None),
+    )
+    query = [e for e in events if e["job"]["name"] == "app.copy_orders"]
+    assert [e["eventType"] for e in query] == ["START", "RUNNING", "COMPLETE"]
+    assert query[0]["inputs"] == query[0]["outputs"] == []
+    assert {e["job"]["facets"]["jobType"]["jobType"] for e in query} == {"STREAMING_QUERY"}
+    batches = [e for e in events if e["job"]["name"] == "app.write_to_data_source_v2"]
+    assert [e["eventType"] for e in batches] == ["START", "COMPLETE"] * 2
+    assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in batches} == {query[0]["run"]["runId"]}
+    assert {e["run"]["facets"]["parent"]["root"]["run"]["runId"] for e in batches} == {
+        "01930000-0000-7000-8000-000000000000"
+    }
+    assert [e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for e in batches[1::2]] == [4, 2]
+    for event in [*query[1:], *batches]:
+        assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [(KAFKA, "orders")]
+        assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [(KAFKA, "copy")]
+
+
+def test_a_failed_query_ends_its_run_as_failed_with_the_error() -> None:
+    events = _track(
+        "query handle",
+        (StreamEventKind.STARTED, None),
+        (StreamEventKind.TERMINATED, "org.apache.spark.SparkException: boom"),
+    )
+    assert [(e["job"]["name"], e["eventType"]) for e in events] == [
+        ("app.streaming_query", "START"),
+        ("app.streaming_query", "FAIL"),
+    ]
+    # The plan of the batch that was running is read at the end: the run still names its datasets.
+    assert [(d["namespace"], d["name"]) for d in events[-1]["inputs"]] == [(KAFKA, "orders")]
+    assert events[-1]["run"]["facets"]["errorMessage"]["message"] == "org.apache.spark.SparkException: boom"
+
+
+def test_a_query_already_gone_is_still_a_run_without_datasets() -> None:
+    events = _track(None, (StreamEventKind.STARTED, None), (StreamEventKind.TERMINATED, None))
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
+    assert events[-1]["inputs"] == events[-1]["outputs"] == []
+
+
+def test_progress_of_a_query_started_before_lineage_was_on_is_ignored() -> None:
+    assert _track("query handle", (StreamEventKind.PROGRESS, _progress(0, 1))) == []
+
+
+class _Runtime:
+    active = True
+
+    def __init__(self, name: str) -> None:
+        self.listener = QueryListener(lambda pending: None, name)
+
+
+class _CloneBridge:
+    session_key = "clone-session"
+
+    def __init__(self, *listener_names: str) -> None:
+        self._names = list(listener_names)
+
+    def listener_names(self) -> list[str]:
+        return self._names
+
+
+def test_a_session_that_inherits_our_listener_shares_its_handle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """foreachBatch wraps the stream's clone of the session in a new Python session: it must not get a
+    listener (and an application run) of its own, since the one it inherits already reports its queries."""
+    monkeypatch.setattr(session_module, "_handles", {})
+    parent = session_module.LineageHandle(_Runtime("spark_lineage:parent-session"))  # type: ignore[arg-type]
+    session_module._handles["parent-session"] = parent
+    bridge: Any = _CloneBridge("com.acme.Audit", "spark_lineage:parent-session")
+    assert activation._inherited_handle(bridge) is parent
+    assert session_module.handle_for("clone-session") is parent
+    assert activation._inherited_handle(_CloneBridge("com.acme.Audit")) is None  # type: ignore[arg-type]
