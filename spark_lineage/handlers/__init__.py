@@ -9,12 +9,13 @@
 - ``jdbc``: databases read (``JDBCRelation``) and written over JDBC.
 - ``delta``: Delta Lake tables: path and table writes, MERGE, UPDATE, DELETE, CTAS, reads (time travel too).
 - ``kafka``: Kafka topics read (``KafkaRelation``) and written in batch.
+- ``rdd``: DataFrames over RDDs (``LogicalRDD``, ``ExternalRDD``): the files their RDD lineage reads.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, relations, writes
+from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, rdd, relations, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register
 
@@ -28,6 +29,7 @@ __all__ = [
     "jdbc",
     "kafka",
     "probes_for",
+    "rdd",
     "register",
     "relations",
     "writes",

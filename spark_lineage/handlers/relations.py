@@ -180,8 +180,6 @@ class NoDataLeafHandler(NodeHandler):
         "RDDScanExec",
         "RangeExec",
         "Range",
-        "LogicalRDD",
-        "ExternalRDD",
         "ResolvedIdentifier",
         "ResolvedNamespace",
         "ResolvedTable",

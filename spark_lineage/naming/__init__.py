@@ -27,6 +27,7 @@ from spark_lineage.naming.locations import (
     from_location,
     input_directories,
     location_uri,
+    read_directories,
     trim_name,
     warehouse_symlink,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "normalize_job_name",
     "option_topics",
     "path_job_suffix",
+    "read_directories",
     "trim_name",
     "warehouse_symlink",
 ]
