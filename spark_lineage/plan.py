@@ -372,6 +372,30 @@ class RddRecord:
         )
 
 
+@dataclass(frozen=True)
+class RddJobStart:
+    """A non-SQL Spark job as it started: what its final RDD depends on, and where it writes."""
+
+    job_id: int
+    time_ms: int
+    graph: tuple[RddRecord, ...] = ()
+    """Empty when the job was over before its ``ActiveJob`` could be captured."""
+    output_path: str | None = None
+    errors: tuple[str, ...] = ()
+    """What could not be read."""
+
+
+@dataclass(frozen=True)
+class RddJobEnd:
+    """A non-SQL Spark job as it ended."""
+
+    job_id: int
+    time_ms: int
+    error: str | None = None
+    """Why the job failed; ``None`` when it succeeded."""
+    error_stack: str | None = None
+
+
 def _to_json(value: Any) -> Any:
     if isinstance(value, (CapturedNode, CatalystNode)):
         return {"$" + type(value).__name__: value.to_dict()}

@@ -2,7 +2,8 @@
 
 Threads involved, and what each may do:
 
-- Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, which only queues;
+- Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, and
+  :class:`~spark_lineage.jvm.JobSink` for jobs that are no SQL execution, which only queue;
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
@@ -29,16 +30,19 @@ from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.delivery import Delivery, open_spool
 from spark_lineage.events import EventBuilder, new_run_id
+from spark_lineage.handlers.rdd import rdd_job_lineage
 from spark_lineage.jvm import (
     CaptureRules,
     IcebergMetricsReporter,
+    JobSink,
     JvmBridge,
+    PendingJob,
     PendingQuery,
     PendingReport,
     QueryListener,
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
-from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.plan import CapturedQuery, RddJobStart, SessionInfo
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import BoundedWorker, ErrorLog
 
@@ -52,6 +56,8 @@ RECORD_CAPTURES_ENV = "SPARK_LINEAGE_RECORD_CAPTURES"
 _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
 _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
+# Started RDD jobs whose end has not been seen are forgotten beyond this many (a lost end event).
+_RDD_JOBS_KEPT = 10_000
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
@@ -117,8 +123,8 @@ class LineageRuntime:
         self.context_id = id(bridge.spark_context)
         self._shutdown_lock = threading.Lock()
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
-        self.analysis_worker: BoundedWorker[PendingQuery | PendingReport | Callable[[], object]] = BoundedWorker(
-            "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
+        self.analysis_worker: BoundedWorker[PendingQuery | PendingJob | PendingReport | Callable[[], object]] = (
+            BoundedWorker("spark_lineage-analysis", self._analyze, config.queue_size, self.errors)
         )
         self.delivery = Delivery(client, open_spool(config), self.errors, redactor)
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
@@ -134,6 +140,9 @@ class LineageRuntime:
             max_plan_chars=columns.max_plan_chars if columns is not None else 0,
         )
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
+        self.job_sink = JobSink(self.analysis_worker.submit)
+        self._rdd_jobs: dict[int, RddJobStart] = {}
+        self._owns_job_listener = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -141,6 +150,8 @@ class LineageRuntime:
         self.delivery.submit(self.events.application_event(RunState.START, self.started_ms))
         self.bridge.register_listener(self.listener)
         self.active = True
+        if not self.config.rdd_events_disabled:
+            self._add_job_listener()
         if not self.config.iceberg_metrics_reporter_disabled:
             local: list[str] = []
             remote: list[str] = []
@@ -189,6 +200,7 @@ class LineageRuntime:
             self.bridge.unregister_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("unregistering the listener", exc)
+        self._remove_job_listener()
         self.iceberg_reporter.active = False  # tables that still hold it report to nobody
         try:
             self.bridge.uninstall_iceberg_reporter()
@@ -207,14 +219,44 @@ class LineageRuntime:
             self.errors.report("closing the transport", exc)
         _unregister(self)
 
+    def _add_job_listener(self) -> None:
+        """Listen to the SparkContext's jobs, unless another enabled session of the same context does: a job
+        belongs to the context, not to a session, and is reported once."""
+        with _lock:
+            if self.context_id in _job_listener_owners:
+                return
+            _job_listener_owners[self.context_id] = self
+        try:
+            self.bridge.add_job_listener(self.job_sink)
+            self._owns_job_listener = True
+        except Exception as exc:  # noqa: BLE001 - SQL lineage without RDD jobs beats no lineage
+            self.errors.report("adding the RDD job listener", exc)
+            with _lock:
+                _job_listener_owners.pop(self.context_id, None)
+
+    def _remove_job_listener(self) -> None:
+        if not self._owns_job_listener:
+            return
+        self._owns_job_listener = False
+        try:
+            self.bridge.remove_job_listener()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("removing the RDD job listener", exc)
+        with _lock:
+            if _job_listener_owners.get(self.context_id) is self:
+                del _job_listener_owners[self.context_id]
+
     # --- worker steps --------------------------------------------------------------------------------------
 
-    def _analyze(self, pending: PendingQuery | PendingReport | Callable[[], object]) -> None:
+    def _analyze(self, pending: PendingQuery | PendingJob | PendingReport | Callable[[], object]) -> None:
         if callable(pending):
             pending()
             return
         if isinstance(pending, PendingReport):
             self._keep_iceberg_report(pending)
+            return
+        if isinstance(pending, PendingJob):
+            self._rdd_job(pending)
             return
         try:
             query = self.bridge.capture(pending, self._capture_rules)
@@ -240,6 +282,26 @@ class LineageRuntime:
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage):
             return
         for event in self.events.query_events(query, lineage):
+            if event.eventType in (RunState.COMPLETE, RunState.FAIL):
+                _recent_runs.append(RunSummary.of(event))
+            self.delivery.submit(event)
+
+    def _rdd_job(self, pending: PendingJob) -> None:
+        """Keep a job's start until its end; then report it, as openlineage-spark does, if it wrote files or
+        failed (its START is sent then, with the time it started)."""
+        job = self.bridge.read_job(pending)
+        if isinstance(job, RddJobStart):
+            self._rdd_jobs[job.job_id] = job
+            while len(self._rdd_jobs) > _RDD_JOBS_KEPT:
+                self._rdd_jobs.pop(next(iter(self._rdd_jobs)))
+            return
+        start = self._rdd_jobs.pop(job.job_id, None)
+        if start is None:
+            return
+        lineage = rdd_job_lineage(start)
+        if not lineage.outputs and job.error is None:
+            return  # an action that writes nothing: count(), collect(), Spark's own listing jobs
+        for event in self.events.rdd_job_events(start, job, lineage):
             if event.eventType in (RunState.COMPLETE, RunState.FAIL):
                 _recent_runs.append(RunSummary.of(event))
             self.delivery.submit(event)
@@ -346,6 +408,8 @@ def disable_all() -> None:
 _lock = threading.RLock()
 _handles: dict[str, LineageHandle] = {}
 """The enabled handle of each session, by the JVM session's key."""
+_job_listener_owners: dict[int, LineageRuntime] = {}
+"""The runtime whose job listener serves each SparkContext (by ``id`` of the Python context)."""
 
 
 def handle_for(session_key: str) -> LineageHandle | None:

@@ -3,6 +3,9 @@
 openlineage-spark looks through the RDD graph for the RDDs that read files (Hadoop's two input APIs, Spark's
 own file scans) and reports their directories; RDDs built from driver data (``parallelize``) read no dataset.
 There is no column lineage through an RDD: its columns are whatever Python or Scala code made them.
+
+Jobs that run on RDDs alone (``sc.textFile(a).map(f).saveAsTextFile(b)``) read the same way, and write what
+their Hadoop save's configuration names (:func:`rdd_job_lineage`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn
-from spark_lineage.plan import CapturedNode, Probe, RddRecord
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, QueryLineage
+from spark_lineage.plan import CapturedNode, Probe, RddJobStart, RddRecord
 
 FILE_READING_RDDS = frozenset({"HadoopRDD", "NewHadoopRDD", "FileScanRDD"})
 
@@ -26,6 +29,17 @@ def rdd_inputs(graph: Iterable[RddRecord]) -> list[DatasetLineage]:
             for directory in naming.read_directories(list(record.paths), record.files):
                 found[naming.from_location(directory)] = None
     return [DatasetLineage(identifier) for identifier in found]
+
+
+def rdd_job_lineage(job: RddJobStart) -> QueryLineage:
+    """What a Spark job that is no SQL execution reads (the files its final RDD's lineage reads) and writes
+    (the directory of a Hadoop save), and the job-name suffix its RDDs give it."""
+    lineage = QueryLineage(
+        inputs=rdd_inputs(job.graph), job_suffix=naming.rdd_job_suffix(job.graph), errors=list(job.errors)
+    )
+    if job.output_path:
+        lineage.outputs.append(DatasetLineage(naming.from_location(job.output_path)))
+    return lineage
 
 
 @register

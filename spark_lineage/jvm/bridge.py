@@ -13,9 +13,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
+from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, RddJobReader
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, parse_map, safe, unwrap_option
-from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,6 +76,8 @@ class JvmBridge:
         self._listener_handle: Any = None
         self._reader: QueryReader | None = None
         self._iceberg: IcebergReporterInstaller | None = None
+        self._job_listener: JobListener | None = None
+        self._jobs: RddJobReader | None = None
 
     @property
     def spark_context(self) -> Any:
@@ -156,6 +159,26 @@ class JvmBridge:
         handle, self._listener_handle = self._listener_handle, None
         if handle is not None and not self.is_stopped():
             self._jsession.listenerManager().unregister(handle)
+
+    # --- jobs that are no SQL execution (RDD actions) ------------------------------------------------------
+
+    def add_job_listener(self, sink: JobSink) -> None:
+        """Add the Spark listener that hands ``sink`` the start and end of each job that is no SQL execution
+        (:mod:`spark_lineage.jvm.listener`)."""
+        listener = JobListener(self._sc, self._gateway, self._classes, sink)
+        listener.install()
+        self._job_listener = listener
+
+    def remove_job_listener(self) -> None:
+        listener, self._job_listener = self._job_listener, None
+        if listener is not None:
+            listener.remove()
+
+    def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
+        """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
+        if self._jobs is None:
+            self._jobs = RddJobReader(self._classes)
+        return self._jobs.read(pending)
 
     # --- queries -------------------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""RDD lineage on real Spark: DataFrames over RDDs report the files their RDD lineage reads."""
+"""RDD lineage on real Spark: DataFrames over RDDs report the files their RDD lineage reads; jobs on RDDs alone
+are runs of their own, with what they read and write."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import LineageReceiver, datasets, only_run
+from tests.integration.test_spark_submit import spark_submit
+from tests.support import LineageReceiver, app_events, datasets, only_run
 
 pytestmark = pytest.mark.spark
 
@@ -44,3 +46,61 @@ def test_a_dataframe_made_from_a_dataframes_rdd_reads_the_scanned_files(
     assert lineage.flush(60)
     _, complete = only_run(receiver.events, "data_people_again")
     assert datasets(complete, "inputs") == [("file", str(data_dir))]
+
+
+# Pure RDD jobs through spark-submit: the job never imports spark_lineage (the start-up hook brings it in).
+RDD_JOB = """
+import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.appName("Rdd Words").getOrCreate()
+sc = spark.sparkContext
+sc.textFile(sys.argv[1]).map(lambda line: line.upper()).saveAsTextFile(sys.argv[2])
+print("RESULT", sc.textFile(sys.argv[1]).count())  # writes nothing: no run
+try:
+    sc.textFile(sys.argv[1]).map(lambda line: 1 // 0).saveAsTextFile(sys.argv[2] + "_failed")
+except Exception:
+    pass
+"""
+
+
+def _rdd_runs(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        if event["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB":
+            runs.setdefault(event["run"]["runId"], []).append(event)
+    return runs
+
+
+def test_rdd_jobs_through_spark_submit_report_what_they_read_and_write(
+    tmp_path: Path, receiver: LineageReceiver
+) -> None:
+    confs = {"spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": receiver.url}
+    _, orders, output = spark_submit(tmp_path, RDD_JOB, confs)
+
+    app_start, app_end = app_events(receiver.events)
+    runs = sorted(_rdd_runs(receiver.events).values(), key=lambda run: run[-1]["eventType"])
+    assert [[event["eventType"] for event in run] for run in runs] == [["START", "COMPLETE"], ["START", "FAIL"]]
+    (start, complete), (_, fail) = runs
+    name = "rdd_words.map_partitions_python_map_partitions_hadoop"
+    assert {start["job"]["name"], complete["job"]["name"], fail["job"]["name"]} == {name}
+    assert complete["job"]["facets"]["jobType"] == {**complete["job"]["facets"]["jobType"], "integration": "SPARK"}
+    for event in (start, complete):
+        assert datasets(event, "inputs") == [("file", str(orders))]
+        assert datasets(event, "outputs") == [("file", str(output))]
+        assert event["run"]["facets"]["parent"]["run"]["runId"] == app_start["run"]["runId"]
+    assert start["eventTime"] <= complete["eventTime"]
+    assert datasets(fail, "outputs") == [("file", f"{output}_failed")]
+    assert "ZeroDivisionError" in fail["run"]["facets"]["errorMessage"]["stackTrace"]
+    assert app_end["eventType"] == "COMPLETE"
+
+
+def test_rdd_events_disabled_keeps_rdd_jobs_unreported(tmp_path: Path, receiver: LineageReceiver) -> None:
+    confs = {
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.url": receiver.url,
+        "spark.openlineage.filter.rddEventsDisabled": "true",
+    }
+    spark_submit(tmp_path, RDD_JOB, confs)
+    assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE"]
+    assert _rdd_runs(receiver.events) == {}
