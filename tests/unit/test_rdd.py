@@ -10,7 +10,7 @@ import pytest
 from openlineage.client.serde import Serde
 
 from spark_lineage.analysis import analyze
-from spark_lineage.config import LineageConfig
+from spark_lineage.config import LineageConfig, resolve
 from spark_lineage.events import EventBuilder
 from spark_lineage.handlers.rdd import rdd_inputs, rdd_job_lineage
 from spark_lineage.jvm.listener import JobSink, PendingJob
@@ -157,3 +157,9 @@ def test_the_job_sink_only_queues_and_never_raises() -> None:
     sink.accept("end event", "end")
     assert [job.is_start for job in queued] == [True, False]
     JobSink(lambda job: 1 / 0).accept("event", "end")  # swallowed: Spark's thread must never see our errors
+
+
+def test_rdd_events_disabled_is_read_from_confs_and_enable_options() -> None:
+    assert resolve({}).rdd_events_disabled is False
+    assert resolve({"spark.openlineage.filter.rddEventsDisabled": "true"}).rdd_events_disabled is True
+    assert resolve({}, {"filter": {"rddEventsDisabled": True}}).rdd_events_disabled is True
