@@ -52,12 +52,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_lineage")
 
 RECORD_CAPTURES_ENV = "SPARK_LINEAGE_RECORD_CAPTURES"
+# Started RDD jobs whose end has not been seen are forgotten beyond this many (a lost end event).
+_RDD_JOBS_KEPT = 10_000
 # Iceberg reports nobody claims (a scan planned by a read-only action) are kept only this much.
 _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
 _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
-# Started RDD jobs whose end has not been seen are forgotten beyond this many (a lost end event).
-_RDD_JOBS_KEPT = 10_000
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
@@ -245,6 +245,20 @@ class LineageRuntime:
         with _lock:
             if _job_listener_owners.get(self.context_id) is self:
                 del _job_listener_owners[self.context_id]
+            # Another enabled session of the same context takes the context's jobs over.
+            heir = next(
+                (
+                    runtime
+                    for runtime in _live_runtimes()
+                    if runtime is not self
+                    and runtime.active
+                    and runtime.context_id == self.context_id
+                    and not runtime.config.rdd_events_disabled
+                ),
+                None,
+            )
+        if heir is not None and not self.bridge.is_stopped():
+            heir._add_job_listener()
 
     # --- worker steps --------------------------------------------------------------------------------------
 

@@ -104,3 +104,26 @@ def test_rdd_events_disabled_keeps_rdd_jobs_unreported(tmp_path: Path, receiver:
     spark_submit(tmp_path, RDD_JOB, confs)
     assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE"]
     assert _rdd_runs(receiver.events) == {}
+
+
+def test_an_rdd_job_is_one_run_whatever_the_sessions_and_outlives_the_first_one_disabled(
+    spark: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
+    import spark_lineage
+
+    first = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+    second = spark_lineage.enable(spark.newSession(), transport={"type": "http", "url": receiver.url})
+    lines = data_dir / "people.csv"
+    try:
+        spark.sparkContext.textFile(str(lines)).saveAsTextFile(str(data_dir / "copy_1"))
+        assert first.flush(60) and second.flush(60)
+        first.disable(timeout=30)  # the job listener was the first session's: the second one takes it over
+        spark.sparkContext.textFile(str(lines)).saveAsTextFile(str(data_dir / "copy_2"))
+        assert second.flush(60)
+    finally:
+        first.disable(timeout=30)
+        second.disable(timeout=30)
+    runs = _rdd_runs(receiver.events)
+    written = sorted(name for run in runs.values() for name in {o["name"] for e in run for o in e["outputs"]})
+    assert written == [str(data_dir / "copy_1"), str(data_dir / "copy_2")]
+    assert all([e["eventType"] for e in run] == ["START", "COMPLETE"] for run in runs.values())
