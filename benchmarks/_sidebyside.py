@@ -6,6 +6,7 @@ in a process of its own."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -15,6 +16,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -31,6 +33,22 @@ class _Sink(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+def child_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]) -> None:
+    """The hidden options a benchmark's child processes take: their side, the backend's URL, a work directory."""
+    parser.add_argument("--child", choices=modes, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+
+
+def run_as_child(args: argparse.Namespace, job: Callable[[str, str, Path], float]) -> bool:
+    """In a child process (``--child``): run ``job(side, backend_url, workdir)`` and print its seconds the way
+    :func:`alternate` reads them. Returns whether this process is a child."""
+    if not args.child:
+        return False
+    print(json.dumps({"seconds": job(args.child, args.url, Path(args.workdir))}))
+    return True
 
 
 def alternate(

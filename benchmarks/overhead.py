@@ -20,11 +20,10 @@ disk) and then sent over HTTP to a receiver on loopback.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from _sidebyside import alternate, report
+from _sidebyside import alternate, child_arguments, report, run_as_child
 from _spark import iceberg_runtime, local_session, openlineage_spark
 
 WORKLOADS = ("parquet_writes", "joined_writes", "iceberg_appends_and_merges")
@@ -110,14 +109,9 @@ def main() -> None:
     parser.add_argument("--workload", choices=WORKLOADS, default=WORKLOADS[0])
     parser.add_argument("--reference", action="store_true", help="also measure openlineage-spark's jar")
     parser.add_argument("--memory-spool", action="store_true", help="also measure lineage with the spool in memory")
-    parser.add_argument("--child", choices=("on", "off", "reference", "on_memory_spool"), help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    child_arguments(parser, ("on", "off", "reference", "on_memory_spool"))
     args = parser.parse_args()
-
-    if args.child:
-        seconds = run_job(args.child, args.queries, args.url, Path(args.workdir), args.workload)
-        print(json.dumps({"seconds": seconds}))
+    if run_as_child(args, lambda mode, url, workdir: run_job(mode, args.queries, url, workdir, args.workload)):
         return
 
     times, received = alternate(

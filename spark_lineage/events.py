@@ -36,7 +36,7 @@ from spark_lineage.lineage import (
     QueryLineage,
     SchemaField,
 )
-from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
 from spark_lineage.redaction import Redactor
 
 
@@ -91,17 +91,56 @@ class EventBuilder:
     ) -> list[RunEvent]:
         """START then COMPLETE, or START then FAIL, for one query, sharing one run id; its parent is the
         application run unless ``parent`` says otherwise (a micro-batch's streaming query)."""
-        run_id = new_run_id(query.start_ms)
-        job_name = self.query_job_name(query, lineage)
         job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "STREAMING" if streaming else "BATCH")}
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
+        return self._run_events(
+            self.query_job_name(query, lineage),
+            job_facets,
+            lineage,
+            (query.start_ms, query.end_ms),
+            query.metrics,
+            None if query.succeeded else (query.error or "query failed"),
+            query.error_stack,
+            parent,
+        )
+
+    def rdd_job_events(self, start: RddJobStart, end: RddJobEnd, lineage: QueryLineage) -> list[RunEvent]:
+        """START then COMPLETE or FAIL for a Spark job that is no SQL execution (an RDD action), named
+        ``<app>.<suffix from its RDDs>`` (``<app>.<job id>`` when its RDDs could not be read), as
+        openlineage-spark names it."""
+        suffix = naming.normalize_job_name(lineage.job_suffix) or str(start.job_id)
+        return self._run_events(
+            f"{self.app_job_name}.{suffix}",
+            {"jobType": self._job_type("RDD_JOB", "BATCH")},
+            lineage,
+            (start.time_ms, end.time_ms),
+            {},
+            end.error,
+            end.error_stack,
+        )
+
+    def _run_events(
+        self,
+        job_name: str,
+        job_facets: dict[str, Any],
+        lineage: QueryLineage,
+        times: tuple[int, int],
+        metrics: dict[str, int],
+        error: str | None,
+        error_stack: str | None,
+        parent: ParentJob | None = None,
+    ) -> list[RunEvent]:
+        """A child run of the application run (or of ``parent``): START at ``times[0]``, then COMPLETE (with
+        ``metrics``), or FAIL with ``error``, at ``times[1]``."""
+        start_ms, end_ms = times
+        run_id = new_run_id(start_ms)
         run_facets = self._child_run_facets(lineage, parent)
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
         inputs = [self._input(d) for d in lineage.inputs]
         start = self._event(
             RunState.START,
-            query.start_ms,
+            start_ms,
             run_id,
             job_name,
             start_facets,
@@ -110,19 +149,16 @@ class EventBuilder:
             outputs=[self._output(d, None) for d in lineage.outputs],
         )
         end_facets = dict(run_facets)
-        if query.succeeded:
+        if error is None:
             state = RunState.COMPLETE
-            outputs = [self._output(d, query.metrics) for d in lineage.outputs]
+            outputs = [self._output(d, metrics) for d in lineage.outputs]
         else:
             state = RunState.FAIL
             outputs = [self._output(d, None) for d in lineage.outputs]
             end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=query.error or "query failed",
-                programmingLanguage="JAVA",
-                stackTrace=query.error_stack,
-                producer=PRODUCER,
+                message=error, programmingLanguage="JAVA", stackTrace=error_stack, producer=PRODUCER
             )
-        end = self._event(state, query.end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs)
+        end = self._event(state, end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs)
         return [start, end]
 
     # --- streaming query runs ------------------------------------------------------------------------------

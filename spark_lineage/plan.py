@@ -12,7 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 ProbeKind = Literal[
-    "value", "strings", "map", "metrics", "node", "table", "v2table", "tree", "cached_plan", "qualified_path"
+    "value",
+    "strings",
+    "map",
+    "metrics",
+    "node",
+    "table",
+    "v2table",
+    "tree",
+    "cached_plan",
+    "qualified_path",
+    "rdd_graph",
 ]
 
 
@@ -38,6 +48,7 @@ class Probe:
     - ``tree``: a plan that is not part of the query's own tree, read like it (:class:`CatalystNode`);
     - ``cached_plan``: the logical plan a cached relation (``InMemoryRelation``) holds, as a ``tree``;
     - ``qualified_path``: a Hadoop path (or its text) qualified by its file system, as Spark writes to it.
+    - ``rdd_graph``: an RDD and every RDD it depends on, as :class:`RddRecord` records.
 
     Plans inside the query's tree (a command's query, a subquery) need no probe: handlers find them in the
     tree, with their own nodes already probed.
@@ -332,9 +343,75 @@ def simple_class_name(class_name: str) -> str:
     return class_name.rsplit(".", 1)[-1].rstrip("$")
 
 
+@dataclass(frozen=True)
+class RddRecord:
+    """One RDD of an RDD graph: what its class is, what it is named, which RDDs it depends on, and, for the
+    RDDs that read files, what they read."""
+
+    id: int
+    class_name: str
+    name: str | None = None
+    dependencies: tuple[int, ...] = ()
+    """The ids of the RDDs this one depends on, in Spark's order."""
+    paths: tuple[str, ...] = ()
+    """For a Hadoop RDD, its input paths as configured (qualified URIs, globs kept); for a file scan, the files
+    it reads."""
+    files: frozenset[str] = frozenset()
+    """Those of ``paths`` that are files, not directories or globs."""
+
+    @property
+    def simple_name(self) -> str:
+        return simple_class_name(self.class_name)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "class": self.class_name, "name": self.name}
+        out["dependencies"] = list(self.dependencies)
+        if self.paths:
+            out["paths"] = list(self.paths)
+            out["files"] = sorted(self.files)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RddRecord:
+        return cls(
+            id=int(data["id"]),
+            class_name=data["class"],
+            name=data.get("name"),
+            dependencies=tuple(int(i) for i in data.get("dependencies", [])),
+            paths=tuple(data.get("paths", [])),
+            files=frozenset(data.get("files", [])),
+        )
+
+
+@dataclass(frozen=True)
+class RddJobStart:
+    """A non-SQL Spark job as it started: what its final RDD depends on, and where it writes."""
+
+    job_id: int
+    time_ms: int
+    graph: tuple[RddRecord, ...] = ()
+    """Empty when the job was over before its ``ActiveJob`` could be captured."""
+    output_path: str | None = None
+    errors: tuple[str, ...] = ()
+    """What could not be read."""
+
+
+@dataclass(frozen=True)
+class RddJobEnd:
+    """A non-SQL Spark job as it ended."""
+
+    job_id: int
+    time_ms: int
+    error: str | None = None
+    """Why the job failed; ``None`` when it succeeded."""
+    error_stack: str | None = None
+
+
 def _to_json(value: Any) -> Any:
     if isinstance(value, (CapturedNode, CatalystNode)):
         return {"$" + type(value).__name__: value.to_dict()}
+    if isinstance(value, tuple) and value and isinstance(value[0], RddRecord):
+        return {"$RddGraph": [record.to_dict() for record in value]}
     return value
 
 
@@ -345,6 +422,8 @@ def _from_json(value: Any) -> Any:
             return CapturedNode.from_dict(inner)
         if key == "$CatalystNode":
             return CatalystNode.from_dict(inner)
+        if key == "$RddGraph":
+            return tuple(RddRecord.from_dict(item) for item in inner)
     return value
 
 

@@ -2,7 +2,8 @@
 
 Threads involved, and what each may do:
 
-- Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, which only queues;
+- Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, and
+  :class:`~spark_lineage.jvm.JobSink` for jobs that are no SQL execution, which only queue;
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
@@ -29,10 +30,13 @@ from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.delivery import Delivery, open_spool
 from spark_lineage.events import EventBuilder, new_run_id
+from spark_lineage.handlers.rdd import rdd_job_lineage
 from spark_lineage.jvm import (
     CaptureRules,
     IcebergMetricsReporter,
+    JobSink,
     JvmBridge,
+    PendingJob,
     PendingQuery,
     PendingReport,
     PendingStreamEvent,
@@ -40,7 +44,7 @@ from spark_lineage.jvm import (
     StreamListener,
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
-from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.plan import CapturedQuery, RddJobStart, SessionInfo
 from spark_lineage.redaction import Redactor
 from spark_lineage.streaming import StreamTracker
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_lineage")
 
 RECORD_CAPTURES_ENV = "SPARK_LINEAGE_RECORD_CAPTURES"
+# Started RDD jobs whose end has not been seen are forgotten beyond this many (a lost end event).
+_RDD_JOBS_KEPT = 10_000
 # Iceberg reports nobody claims (a scan planned by a read-only action) are kept only this much.
 _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
@@ -58,7 +64,7 @@ _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
-WorkItem = PendingQuery | PendingReport | Callable[[], object]
+WorkItem = PendingQuery | PendingJob | PendingReport | Callable[[], object]
 """What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
 
@@ -158,6 +164,9 @@ class LineageRuntime:
             max_plan_chars=columns.max_plan_chars if columns is not None else 0,
         )
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
+        self.job_sink = JobSink(self.analysis_worker.submit)
+        self._rdd_jobs: dict[int, RddJobStart] = {}
+        self._owns_job_listener = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -169,6 +178,8 @@ class LineageRuntime:
             self.bridge.register_stream_listener(self.stream_listener)
         except Exception as exc:  # noqa: BLE001 - batch lineage without streaming beats no lineage
             self.errors.report("adding the streaming query listener", exc)
+        if not self.config.rdd_events_disabled:
+            self._add_job_listener()
         if not self.config.iceberg_metrics_reporter_disabled:
             local: list[str] = []
             remote: list[str] = []
@@ -222,6 +233,7 @@ class LineageRuntime:
             self.bridge.unregister_stream_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("unregistering the streaming query listener", exc)
+        self._remove_job_listener()
         self.iceberg_reporter.active = False  # tables that still hold it report to nobody
         try:
             self.bridge.uninstall_iceberg_reporter()
@@ -241,6 +253,47 @@ class LineageRuntime:
             self.errors.report("closing the transport", exc)
         _unregister(self)
 
+    def _add_job_listener(self) -> None:
+        """Listen to the SparkContext's jobs, unless another enabled session of the same context does: a job
+        belongs to the context, not to a session, and is reported once."""
+        with _lock:
+            if self.context_id in _job_listener_owners:
+                return
+            _job_listener_owners[self.context_id] = self
+        try:
+            self.bridge.add_job_listener(self.job_sink)
+            self._owns_job_listener = True
+        except Exception as exc:  # noqa: BLE001 - SQL lineage without RDD jobs beats no lineage
+            self.errors.report("adding the RDD job listener", exc)
+            with _lock:
+                _job_listener_owners.pop(self.context_id, None)
+
+    def _remove_job_listener(self) -> None:
+        if not self._owns_job_listener:
+            return
+        self._owns_job_listener = False
+        try:
+            self.bridge.remove_job_listener()
+        except Exception as exc:  # noqa: BLE001
+            self.errors.report("removing the RDD job listener", exc)
+        with _lock:
+            if _job_listener_owners.get(self.context_id) is self:
+                del _job_listener_owners[self.context_id]
+            # Another enabled session of the same context takes the context's jobs over.
+            heir = next(
+                (
+                    runtime
+                    for runtime in _live_runtimes()
+                    if runtime is not self
+                    and runtime.active
+                    and runtime.context_id == self.context_id
+                    and not runtime.config.rdd_events_disabled
+                ),
+                None,
+            )
+        if heir is not None and not self.bridge.is_stopped():
+            heir._add_job_listener()
+
     # --- worker steps --------------------------------------------------------------------------------------
 
     def _analyze(self, pending: WorkItem) -> None:
@@ -249,6 +302,9 @@ class LineageRuntime:
             return
         if isinstance(pending, PendingReport):
             self._keep_iceberg_report(pending)
+            return
+        if isinstance(pending, PendingJob):
+            self._rdd_job(pending)
             return
         query = self._capture(pending)
         if query is None:
@@ -289,6 +345,24 @@ class LineageRuntime:
         if event.eventType in (RunState.COMPLETE, RunState.FAIL):
             _recent_runs.append(RunSummary.of(event))
         self.delivery.submit(event)
+
+    def _rdd_job(self, pending: PendingJob) -> None:
+        """Keep a job's start until its end; then report it, as openlineage-spark does, if it wrote files or
+        failed (its START is sent then, with the time it started)."""
+        job = self.bridge.read_job(pending)
+        if isinstance(job, RddJobStart):
+            self._rdd_jobs[job.job_id] = job
+            while len(self._rdd_jobs) > _RDD_JOBS_KEPT:
+                self._rdd_jobs.pop(next(iter(self._rdd_jobs)))
+            return
+        start = self._rdd_jobs.pop(job.job_id, None)
+        if start is None:
+            return
+        lineage = rdd_job_lineage(start)
+        if not lineage.outputs and job.error is None:
+            return  # an action that writes nothing: count(), collect(), Spark's own listing jobs
+        for event in self.events.rdd_job_events(start, job, lineage):
+            self._deliver(event)
 
     def _keep_iceberg_report(self, pending: PendingReport) -> None:
         """Hold an Iceberg report for the query that caused it: Iceberg reports during the query, Spark calls
@@ -392,6 +466,8 @@ def disable_all() -> None:
 _lock = threading.RLock()
 _handles: dict[str, LineageHandle] = {}
 """The enabled handle of each session, by the JVM session's key."""
+_job_listener_owners: dict[int, LineageRuntime] = {}
+"""The runtime whose job listener serves each SparkContext (by ``id`` of the Python context)."""
 
 
 def handle_for(session_key: str) -> LineageHandle | None:

@@ -51,6 +51,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("jobName.appendDatasetName", "append_dataset_name", boolean, True),
     Key("disabled", "disabled", boolean, False),
     Key("enabled", "enabled", boolean, False),
+    Key("filter.rddEventsDisabled", "rdd_events_disabled", boolean, False),
     Key("vendors.iceberg.metricsReporterDisabled", "iceberg_metrics_reporter_disabled", boolean, False),
     Key("python.filterReadOnlyActions", "filter_read_only_actions", boolean, True),
     Key("python.queueSize", "queue_size", _at_least(1), 1000),

@@ -71,6 +71,9 @@ class LineageConfig:
     enabled: bool = False
     """``spark.openlineage.enabled``: turns lineage on from configuration alone; see ``auto_activation``."""
     iceberg_metrics_reporter_disabled: bool = False
+    rdd_events_disabled: bool = False
+    """``filter.rddEventsDisabled``: no runs for Spark jobs that are no SQL execution (RDD actions); DataFrames
+    over RDDs still report what their RDDs read."""
     spool_dir: str | None = None
     """``python.spool.dir`` (or ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory)."""
     spool_disabled: bool = False

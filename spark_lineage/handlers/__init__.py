@@ -10,12 +10,13 @@
 - ``delta``: Delta Lake tables: path and table writes, MERGE, UPDATE, DELETE, CTAS, reads (time travel too).
 - ``kafka``: Kafka topics read (``KafkaRelation``) and written in batch.
 - ``streaming``: the sources and sink of a Structured Streaming micro-batch.
+- ``rdd``: DataFrames over RDDs (``LogicalRDD``, ``ExternalRDD``): the files their RDD lineage reads.
 
 To support a new node, write a :class:`~spark_lineage.handlers.base.NodeHandler` subclass with
 ``@register`` in the module for its concern; the analysis finds it by class name.
 """
 
-from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, relations, streaming, writes
+from spark_lineage.handlers import datasources, ddl, delta, iceberg, jdbc, kafka, rdd, relations, streaming, writes
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import handler_for, probes_for, register
 
@@ -29,6 +30,7 @@ __all__ = [
     "jdbc",
     "kafka",
     "probes_for",
+    "rdd",
     "register",
     "relations",
     "streaming",

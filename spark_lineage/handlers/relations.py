@@ -189,8 +189,6 @@ class NoDataLeafHandler(NodeHandler):
         "RDDScanExec",
         "RangeExec",
         "Range",
-        "LogicalRDD",
-        "ExternalRDD",
         "ResolvedIdentifier",
         "ResolvedNamespace",
         "ResolvedTable",

@@ -4,6 +4,9 @@
 - :mod:`~spark_lineage.jvm.spark`: Spark-specific reads of a finished query (plans, executed plan, failure,
   catalog lookups);
 - :mod:`~spark_lineage.jvm.catalyst_tree`: a whole plan, expressions included, in one call;
+- :mod:`~spark_lineage.jvm.listener`: a Spark listener that passes on only the jobs that are no SQL
+  execution, and what those jobs read and write; :mod:`~spark_lineage.jvm.rdd`: an RDD's lineage graph;
+- :mod:`~spark_lineage.jvm.method_handles`: the JVM-side functions both of those are composed of;
 - :mod:`~spark_lineage.jvm.probes`: the generic evaluator of the probes handlers declare;
 - :mod:`~spark_lineage.jvm.streaming`: the streaming query listener, and reads of its events;
 - :mod:`~spark_lineage.jvm.iceberg`: Iceberg's metrics reporter;
@@ -15,6 +18,7 @@ means.
 
 from spark_lineage.jvm.bridge import JvmBridge, QueryListener
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
+from spark_lineage.jvm.listener import JobSink, PendingJob
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery
 from spark_lineage.jvm.streaming import PendingStreamEvent, StreamEventKind, StreamListener, StreamStarted
 from spark_lineage.jvm.values import JvmError
@@ -22,8 +26,10 @@ from spark_lineage.jvm.values import JvmError
 __all__ = [
     "CaptureRules",
     "IcebergMetricsReporter",
+    "JobSink",
     "JvmBridge",
     "JvmError",
+    "PendingJob",
     "PendingQuery",
     "PendingReport",
     "PendingStreamEvent",

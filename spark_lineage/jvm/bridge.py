@@ -14,10 +14,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
+from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, RddJobReader
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
 from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, parse_map, safe, unwrap_option
-from spark_lineage.plan import CapturedQuery, SessionInfo
+from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +69,8 @@ class JvmBridge:
         self._readers: dict[int, QueryReader] = {}
         """One per thread that captures (the analysis and streaming workers): a reader is not thread-safe."""
         self._iceberg: IcebergReporterInstaller | None = None
+        self._job_listener: JobListener | None = None
+        self._jobs: RddJobReader | None = None
 
     @property
     def spark_context(self) -> Any:
@@ -170,6 +173,26 @@ class JvmBridge:
     def unregister_stream_listener(self) -> None:
         if not self.is_stopped():
             self.streams.unregister()
+
+    # --- jobs that are no SQL execution (RDD actions) ------------------------------------------------------
+
+    def add_job_listener(self, sink: JobSink) -> None:
+        """Add the Spark listener that hands ``sink`` the start and end of each job that is no SQL execution
+        (:mod:`spark_lineage.jvm.listener`)."""
+        listener = JobListener(self._sc, self._gateway, self._classes, sink)
+        listener.install()
+        self._job_listener = listener
+
+    def remove_job_listener(self) -> None:
+        listener, self._job_listener = self._job_listener, None
+        if listener is not None:
+            listener.remove()
+
+    def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
+        """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
+        if self._jobs is None:
+            self._jobs = RddJobReader(self._classes)
+        return self._jobs.read(pending)
 
     # --- queries -------------------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.values import JvmClasses, JvmError
 from spark_lineage.plan import SKIPPED_EXPRESSION, Attribute, CatalystNode, Opaque, TreeValue
 
@@ -311,94 +312,12 @@ _WALKED = (
 """Values the walk reads; a sequence of anything else is written as its first item's class and its size."""
 
 
-class _WalkBuilder:
+class _WalkBuilder(HandleBuilder):
     """Composes the walking function from method handles.
 
     Most handles here take ``(Object value, StringBuilder out)`` and append what they read of ``value`` to
-    ``out``; the others map a value to a string or a boolean. Methods are found by reflection on public
-    classes (``getMethod`` + ``unreflect``), so the erased signatures that differ between Scala 2.12 and
-    2.13 never need spelling out.
+    ``out``; the others map a value to a string or a boolean.
     """
-
-    def __init__(self, gateway: Any, classes: JvmClasses) -> None:
-        self._gateway = gateway
-        self._classes = classes
-        jvm = gateway.jvm
-        self.mh = classes("java.lang.invoke.MethodHandles")
-        self.lookup = self.mh.publicLookup()
-        self.OBJ = classes.java_class("java.lang.Object")
-        self.SB = classes.java_class("java.lang.StringBuilder")
-        self.STR = classes.java_class("java.lang.String")
-        self.VOID = jvm.java.lang.Void.TYPE
-        self.BOOL = jvm.java.lang.Boolean.TYPE
-        self.INT = jvm.java.lang.Integer.TYPE
-
-    # --- py4j plumbing -----------------------------------------------------------------------------------
-
-    def _array(self, element: Any, items: Sequence[Any]) -> Any:
-        array = self._gateway.new_array(element, len(items))
-        for index, item in enumerate(items):
-            array[index] = item
-        return array
-
-    def _ints(self, *values: int) -> Any:
-        return self._array(self._gateway.jvm.int, values)
-
-    def _types(self, *types: Any) -> Any:
-        return self._array(self._classes("java.lang.Class"), types)
-
-    def _handles(self, *handles: Any) -> Any:
-        return self._array(self._classes("java.lang.invoke.MethodHandle"), handles)
-
-    def _objects(self, *values: Any) -> Any:
-        return self._array(self._classes("java.lang.Object"), values)
-
-    def _method_type(self, returns: Any, *params: Any) -> Any:
-        return self._classes("java.lang.invoke.MethodType").methodType(returns, self._types(*params))
-
-    def _method(self, owner: str, name: str, *params: str) -> Any:
-        """``(Object receiver, params...) -> result`` for the public method ``owner.name``."""
-        method = self._classes.java_class(owner).getMethod(name, self._types(*[self._param_class(p) for p in params]))
-        handle = self.lookup.unreflect(method)
-        if self._classes("java.lang.reflect.Modifier").isStatic(method.getModifiers()):
-            return handle
-        return self.mh.explicitCastArguments(handle, handle.type().changeParameterType(0, self.OBJ))
-
-    def _param_class(self, name: str) -> Any:
-        return self.INT if name == "int" else self._classes.java_class(name)
-
-    # --- combinators -------------------------------------------------------------------------------------
-
-    def _void(self, handle: Any) -> Any:
-        return handle.asType(handle.type().changeReturnType(self.VOID))
-
-    def _then(self, *steps: Any) -> Any:
-        """Run ``(value, out)`` steps in order."""
-        combined = steps[-1]
-        for step in reversed(steps[:-1]):
-            combined = self.mh.foldArguments(combined, step)
-        return combined
-
-    def _after(self, first: Any, then: Any) -> Any:
-        """``then(first(value))``: chain two one-argument handles."""
-        adapted = then.asType(then.type().changeParameterType(0, first.type().returnType()))
-        return self.mh.filterReturnValue(first, adapted)
-
-    def _constant(self, value: bool) -> Any:
-        """``(Object)boolean`` answering ``value``."""
-        handle = self.mh.constant(self.BOOL, value)
-        return self.mh.dropArguments(handle, 0, self._types(self.OBJ))
-
-    def _is(self, class_name: str) -> Any:
-        """``(Object)boolean``: ``value instanceof class_name``."""
-        test = self._method("java.lang.Class", "isInstance", "java.lang.Object")
-        return self.mh.insertArguments(test, 0, self._objects(self._classes.java_class(class_name)))
-
-    def _choose(self, cases: Sequence[tuple[Any, Any]], otherwise: Any) -> Any:
-        chosen = otherwise
-        for test, handle in reversed(cases):
-            chosen = self.mh.guardWithTest(test, handle, chosen)
-        return chosen
 
     def _write(self, text: str) -> Any:
         """``(value, out)``: append a constant."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from spark_lineage.jvm.catalyst_tree import CatalystTreeReader, TreeRead
 from spark_lineage.jvm.probes import ProbeEvaluator, ProbeLookup
+from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, message, parse_metrics, safe
 from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode
 
@@ -67,6 +68,7 @@ class QueryReader:
         self._probes.add_resolver("tree", self._nested_tree)
         self._probes.add_resolver("cached_plan", self._cached_plan)
         self._probes.add_resolver("qualified_path", self._qualified_path)
+        self._probes.add_resolver("rdd_graph", RddGraphReader(classes).read)
         self._session_catalog: Any = None
         self._active_on: int | None = None
         self._rules: CaptureRules | None = None

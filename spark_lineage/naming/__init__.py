@@ -19,7 +19,7 @@ from spark_lineage.naming.delta import has_delta_extension, is_delta_log
 from spark_lineage.naming.iceberg import ICEBERG_SPARK_CATALOGS, IcebergCatalog
 from spark_lineage.naming.identifiers import DatasetIdentifier, TableName
 from spark_lineage.naming.jdbc import jdbc_dataset, jdbc_uri
-from spark_lineage.naming.jobs import normalize_job_name, path_job_suffix
+from spark_lineage.naming.jobs import normalize_job_name, path_job_suffix, rdd_job_suffix
 from spark_lineage.naming.kafka import kafka_dataset, option_topics
 from spark_lineage.naming.locations import (
     FILE_NAMESPACE,
@@ -27,6 +27,7 @@ from spark_lineage.naming.locations import (
     from_location,
     input_directories,
     location_uri,
+    read_directories,
     trim_name,
     warehouse_symlink,
 )
@@ -49,6 +50,8 @@ __all__ = [
     "normalize_job_name",
     "option_topics",
     "path_job_suffix",
+    "rdd_job_suffix",
+    "read_directories",
     "trim_name",
     "warehouse_symlink",
 ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from spark_lineage.naming.locations import trim_name
+from spark_lineage.plan import RddRecord
 
 
 def normalize_job_name(text: str | None) -> str:
@@ -31,3 +33,38 @@ def path_job_suffix(name: str) -> str:
     while parts and parts[-1] == "":
         parts.pop()
     return f"{parts[-2]}_{parts[-1]}" if len(parts) >= 2 else parts[-1]
+
+
+_CAMEL_TO_SNAKE = re.compile(r"[\s\-_]?((?<=.)[A-Z](?=[a-z\s\-_])|(?<=[^A-Z])[A-Z]|((?<=[\s\-_])[a-z\d]))")
+_RDD_CLASS_SUFFIX = re.compile(r"RDD\d*$")
+_MAX_RDD_NAME = 100
+
+
+def rdd_job_suffix(graph: Sequence[RddRecord]) -> str | None:
+    """The job-name suffix openlineage-spark derives from a job's final RDD (the first record of ``graph``):
+    each RDD by its name, or by its class when it has none or is named after the path it reads, joined with
+    what it depends on. ``None`` for an empty graph."""
+    if not graph:
+        return None
+    by_id = {record.id: record for record in graph}
+
+    def own_name(record: RddRecord) -> str:
+        name = record.name
+        prev = by_id.get(record.dependencies[0]) if record.dependencies else None
+        if (
+            name is None
+            or (record.simple_name == "HadoopRDD" and any(name in path for path in record.paths))
+            or (record.simple_name == "MapPartitionsRDD" and prev is not None and prev.name == name)
+        ):
+            name = _CAMEL_TO_SNAKE.sub(r"_\1", _RDD_CLASS_SUFFIX.sub("", record.simple_name)).lower()
+        return name
+
+    def name_of(record: RddRecord, depth: int) -> str:
+        name = own_name(record)
+        parents = [by_id[i] for i in record.dependencies if i in by_id]
+        if not parents or depth > _MAX_RDD_NAME:
+            return name
+        joined = "_".join(name_of(parent, depth + 1) for parent in parents)[:_MAX_RDD_NAME]
+        return joined if joined.startswith(name) else f"{name}_{joined}"
+
+    return name_of(graph[0], 0)

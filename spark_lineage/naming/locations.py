@@ -111,6 +111,20 @@ def input_directories(root_paths: list[str], leaf_files: set[str] | None = None)
     return seen
 
 
+def read_directories(paths: list[str], files: set[str] | frozenset[str]) -> list[str]:
+    """The directories openlineage-spark reports for paths an RDD reads: a file's directory, a directory (or
+    a glob) itself; a path whose directory is already reported adds nothing; in order."""
+    seen: list[str] = []
+    for path in paths:
+        parent = path.rsplit("/", 1)[0]
+        if parent in seen:
+            continue
+        directory = parent if path in files else path
+        if directory not in seen:
+            seen.append(directory)
+    return seen
+
+
 def _strip_slash(path: str) -> str:
     stripped = path.rstrip("/")
     return stripped or "/"

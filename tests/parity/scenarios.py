@@ -300,6 +300,36 @@ def iceberg_replace_table_as_select(spark: Any, workspace: Workspace) -> None:
 # --- JDBC --------------------------------------------------------------------------------------------------
 
 
+def _text_lines(workspace: Workspace) -> str:
+    """A directory of two small text files (written here, not by Spark: it is input, not lineage)."""
+    lines = workspace.base / "lines"
+    lines.mkdir(exist_ok=True)
+    (lines / "part-1.txt").write_text("ann paris\nbob oslo\n")
+    (lines / "part-2.txt").write_text("cy paris\n")
+    return str(lines)
+
+
+def _slow_upper(line: str) -> str:
+    # A job shorter than the listener's reaction loses its RDDs to both agents alike (Spark forgets a finished
+    # job's ActiveJob): each task takes a moment, as the reference's own RDD tests make theirs.
+    import time
+
+    time.sleep(0.3)
+    return line.upper()
+
+
+@scenario
+def rdd_to_dataframe(spark: Any, workspace: Workspace) -> None:
+    rdd = spark.sparkContext.textFile(_text_lines(workspace)).map(lambda line: tuple(line.split(" ")))
+    # A schema given: inferring one would run a job of its own (first()).
+    spark.createDataFrame(rdd, "name string, city string").write.mode("overwrite").parquet(workspace.out("rdd_df"))
+
+
+@scenario
+def rdd_save_as_text_file(spark: Any, workspace: Workspace) -> None:
+    spark.sparkContext.textFile(_text_lines(workspace)).map(_slow_upper).saveAsTextFile(workspace.out("rdd_text"))
+
+
 def _jdbc(spark: Any, url: str) -> Any:
     return spark.read.format("jdbc").option("url", url).option("driver", _driver(url))
 

@@ -1,0 +1,59 @@
+"""DataFrames over RDDs (``LogicalRDD``, ``ExternalRDD``): what they read is what their RDD lineage reads.
+
+openlineage-spark looks through the RDD graph for the RDDs that read files (Hadoop's two input APIs, Spark's
+own file scans) and reports their directories; RDDs built from driver data (``parallelize``) read no dataset.
+There is no column lineage through an RDD: its columns are whatever Python or Scala code made them.
+
+Jobs that run on RDDs alone (``sc.textFile(a).map(f).saveAsTextFile(b)``) read the same way, and write what
+their Hadoop save's configuration names (:func:`rdd_job_lineage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from spark_lineage import naming
+from spark_lineage.handlers.base import NodeHandler
+from spark_lineage.handlers.registry import register
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, QueryLineage
+from spark_lineage.plan import CapturedNode, Probe, RddJobStart, RddRecord
+
+FILE_READING_RDDS = frozenset({"HadoopRDD", "NewHadoopRDD", "FileScanRDD"})
+
+
+def rdd_inputs(graph: Iterable[RddRecord]) -> list[DatasetLineage]:
+    """The datasets the file-reading RDDs of a graph read, each once, in the graph's order."""
+    found: dict[naming.DatasetIdentifier, None] = {}
+    for record in graph:
+        if record.simple_name in FILE_READING_RDDS:
+            for directory in naming.read_directories(list(record.paths), record.files):
+                found[naming.from_location(directory)] = None
+    return [DatasetLineage(identifier) for identifier in found]
+
+
+def rdd_job_lineage(job: RddJobStart) -> QueryLineage:
+    """What a Spark job that is no SQL execution reads (the files its final RDD's lineage reads) and writes
+    (the directory of a Hadoop save), and the job-name suffix its RDDs give it."""
+    lineage = QueryLineage(
+        inputs=rdd_inputs(job.graph), job_suffix=naming.rdd_job_suffix(job.graph), errors=list(job.errors)
+    )
+    if job.output_path:
+        lineage.outputs.append(DatasetLineage(naming.from_location(job.output_path)))
+    return lineage
+
+
+@register
+class RddLeafHandler(NodeHandler):
+    """A DataFrame made from an RDD (``createDataFrame(rdd)``, ``rdd.toDF()``, a Dataset of a Scala RDD)."""
+
+    class_names = ("LogicalRDD", "ExternalRDD")
+    probes = {"rdd": Probe(("rdd",), "rdd_graph")}
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        # A graph that could not be read is a probe error, which the analysis reports.
+        return rdd_inputs(node.get("rdd", ()))
+
+    def column_sources(
+        self, node: CapturedNode, datasets: list[DatasetLineage]
+    ) -> Mapping[str, list[InputColumn]] | None:
+        return {}

@@ -1,0 +1,303 @@
+"""A Spark listener that passes Python only the starts and ends of jobs that are not SQL executions.
+
+A listener written in Python would be called over py4j for every listener event Spark posts: each task's
+start and end, metrics updates, block updates (thousands of round trips for a job of a thousand tasks). This
+one is a ``java.lang.reflect.Proxy`` of ``SparkListenerInterface`` whose invocation handler is composed of
+method handles (:mod:`spark_lineage.jvm.method_handles`), so every event is filtered in the JVM, and Python
+is called twice per RDD job:
+
+- at a job's start when its properties carry no SQL execution id (SQL executions are reported by the query
+  listener), with the ``ActiveJob`` Spark keeps for it, captured in the JVM at once: Spark forgets it when the
+  job ends, and a short job may end before Python could ask;
+- at the end of a job it passed the start of.
+
+The Python side only queues (:class:`JobSink`); :class:`RddJobReader` reads what a queued job holds on the
+analysis thread, as plain data.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from spark_lineage.jvm.method_handles import HandleBuilder
+from spark_lineage.jvm.rdd import RddGraphReader
+from spark_lineage.jvm.values import JvmClasses, message, safe
+from spark_lineage.plan import RddJobEnd, RddJobStart, RddRecord
+
+log = logging.getLogger(__name__)
+
+_JOB_START = "org.apache.spark.scheduler.SparkListenerJobStart"
+_JOB_END = "org.apache.spark.scheduler.SparkListenerJobEnd"
+_LISTENER = "org.apache.spark.scheduler.SparkListenerInterface"
+_SQL_EXECUTION_ID = "spark.sql.execution.id"
+_END = "end"
+"""What the sink receives beside a job end: a string crosses py4j as a value, with no round trip."""
+_OUTPUT_DIR = "mapreduce.output.fileoutputformat.outputdir"
+"""Where both Hadoop output APIs keep a file output's directory (``FileOutputFormat.setOutputPath``)."""
+_WRITE_CONFIGS = ("HadoopMapRedWriteConfigUtil", "HadoopMapReduceWriteConfigUtil")
+_CAPTURED_ARGUMENTS = 4
+"""How many of a write closure's captured values are looked at for the write's configuration."""
+
+
+@dataclass
+class PendingJob:
+    """What the listener hands to the worker: JVM references only, nothing read yet."""
+
+    event: Any
+    active_job: Any = None
+    """At a start: the ``Option`` of the job's ``ActiveJob``; ``None`` for an end."""
+
+    @property
+    def is_start(self) -> bool:
+        return self.active_job is not None
+
+
+class JobSink:
+    """The Python end of the listener: queues what the JVM passes and returns. Never raises into Spark."""
+
+    def __init__(self, submit: Callable[[PendingJob], object]) -> None:
+        self._submit = submit
+        self.calls = 0
+
+    def accept(self, event: Any, extra: Any) -> None:
+        self.calls += 1
+        try:
+            # A JavaObject compares through a JVM call: the type says which end of a job this is.
+            self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
+        except BaseException:
+            log.debug("spark_lineage could not queue a job event", exc_info=True)
+
+    class Java:
+        implements = ["java.util.function.BiConsumer"]
+
+
+class JobListener:
+    """The filtering listener of one SparkContext, installed and removed through its listener bus."""
+
+    def __init__(self, spark_context: Any, gateway: Any, classes: JvmClasses, sink: JobSink) -> None:
+        self._jsc = spark_context._jsc.sc()
+        self._gateway = gateway
+        self._classes = classes
+        self._sink = sink
+        self._listener: Any = None
+
+    def install(self) -> None:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(self._gateway)  # type: ignore[no-untyped-call]
+        # One JVM-side handle on the sink: every crossing of the Python object would make another proxy.
+        holder = self._classes("java.util.ArrayList")()
+        holder.add(self._sink)
+        jobs = self._jsc.dagScheduler().jobIdToActiveJob()
+        builder = _ListenerBuilder(self._gateway, self._classes)
+        self._listener = builder.build(holder.get(0), jobs)
+        self._jsc.addSparkListener(self._listener)
+
+    def remove(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None and not bool(safe(self._jsc.isStopped)):
+            self._jsc.removeSparkListener(listener)
+
+
+class _ListenerBuilder(HandleBuilder):
+    """Composes ``InvocationHandler.invoke(proxy, method, args)`` for the filtering listener."""
+
+    def build(self, sink: Any, jobs: Any) -> Any:
+        tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+        arg0 = self.mh.insertArguments(
+            self.mh.arrayElementGetter(self._classes.java_class("[Ljava.lang.Object;")), 1, self._objects(0)
+        ).asType(self._method_type(self.OBJ, self.OBJ))
+        none = self.mh.constant(self.OBJ, None)
+
+        def on_first_argument(branch: Any) -> Any:
+            """``(proxy, method, args) -> null`` running ``branch(args[0])``, whatever it throws."""
+            returning_null = self.mh.filterReturnValue(self.mh.filterArguments(branch, 0, self._handles(arg0)), none)
+            guarded = self.mh.catchException(
+                returning_null,
+                self._classes.java_class("java.lang.Throwable"),
+                self.mh.dropArguments(none, 0, self._types(self._classes.java_class("java.lang.Throwable"), self.OBJ)),
+            )
+            return self.mh.dropArguments(guarded, 0, self._types(self.OBJ, self.OBJ))
+
+        identity_hash = self._boxed(self._method("java.lang.System", "identityHashCode", "java.lang.Object"))
+        # Spark removes listeners by reference (``eq``); equals must not call back into the handler.
+        same = self.mh.filterArguments(
+            self._method("java.util.Objects", "equals", "java.lang.Object", "java.lang.Object"),
+            0,
+            self._handles(identity_hash, identity_hash),
+        )
+        equals = self.mh.dropArguments(
+            self._boxed(self.mh.filterArguments(same, 1, self._handles(arg0))), 1, self._types(self.OBJ)
+        )
+        cases = [
+            (self._named("onJobStart"), on_first_argument(self._on_start(sink, jobs, tracked))),
+            (self._named("onJobEnd"), on_first_argument(self._on_end(sink, tracked))),
+            (self._named("hashCode"), self.mh.dropArguments(identity_hash, 1, self._types(self.OBJ, self.OBJ))),
+            (self._named("equals"), equals),
+            (
+                self._named("toString"),
+                self.mh.dropArguments(
+                    self.mh.constant(self.OBJ, "spark_lineage job listener"),
+                    0,
+                    self._types(self.OBJ, self.OBJ, self.OBJ),
+                ),
+            ),
+        ]
+        handler = self._choose(cases, self.mh.dropArguments(none, 0, self._types(self.OBJ, self.OBJ, self.OBJ)))
+        invocation = self._classes.java_class("java.lang.reflect.InvocationHandler")
+        proxies = self._classes("java.lang.invoke.MethodHandleProxies")
+        invoke = proxies.asInterfaceInstance(invocation, handler)
+        interface = self._classes.java_class(_LISTENER)
+        return self._classes("java.lang.reflect.Proxy").newProxyInstance(
+            interface.getClassLoader(), self._types(interface), invoke
+        )
+
+    def _named(self, name: str) -> Any:
+        """``(proxy, method, args) -> boolean``: whether the method called is ``name``."""
+        is_name = self._after(
+            self._method("java.lang.reflect.Method", "getName"),
+            self.mh.insertArguments(
+                self._method("java.lang.String", "equals", "java.lang.Object"), 1, self._objects(name)
+            ),
+        )
+        return self.mh.dropArguments(self.mh.dropArguments(is_name, 0, self._types(self.OBJ)), 2, self._types(self.OBJ))
+
+    def _boxed(self, handle: Any) -> Any:
+        return handle.asType(handle.type().changeReturnType(self.OBJ))
+
+    def _job_id(self, event_class: str) -> Any:
+        """``(event) -> Integer``: the job id, boxed as Spark's job map and our set key it."""
+        return self._boxed(self._method(event_class, "jobId"))
+
+    def _on_start(self, sink: Any, jobs: Any, tracked: Any) -> Any:
+        """``(SparkListenerJobStart) -> void``: for a job that is no SQL execution, remember its id and pass it
+        on with its ``ActiveJob`` (an ``Option``)."""
+        properties = self._method(_JOB_START, "properties")
+        is_null = self._method("java.util.Objects", "isNull", "java.lang.Object")
+        execution_id = self.mh.insertArguments(
+            self._method("java.util.Properties", "getProperty", "java.lang.String"), 1, self._objects(_SQL_EXECUTION_ID)
+        )
+        no_execution = self.mh.guardWithTest(is_null, self._constant(True), self._after(execution_id, is_null))
+        not_sql = self._after(properties, no_execution)
+        job_id = self._job_id(_JOB_START)
+        remember = self._void(
+            self.mh.filterArguments(
+                self.mh.insertArguments(
+                    self._method("java.util.Set", "add", "java.lang.Object"), 0, self._objects(tracked)
+                ),
+                0,
+                self._handles(job_id),
+            )
+        )
+        active_job = self.mh.filterArguments(
+            self.mh.insertArguments(
+                self._method("scala.collection.mutable.HashMap", "get", "java.lang.Object"), 0, self._objects(jobs)
+            ),
+            0,
+            self._handles(job_id),
+        )
+        accept = self.mh.insertArguments(
+            self._method("java.util.function.BiConsumer", "accept", "java.lang.Object", "java.lang.Object"),
+            0,
+            self._objects(sink),
+        )
+        passed_on = self.mh.permuteArguments(
+            self.mh.filterArguments(accept, 1, self._handles(active_job.asType(self._method_type(self.OBJ, self.OBJ)))),
+            self._method_type(self.VOID, self.OBJ),
+            self._ints(0, 0),
+        )
+        return self.mh.guardWithTest(not_sql, self._then(remember, passed_on), self._ignore())
+
+    def _on_end(self, sink: Any, tracked: Any) -> Any:
+        """``(SparkListenerJobEnd) -> void``: pass on the end of a job whose start was passed on."""
+        forget = self.mh.filterArguments(
+            self.mh.insertArguments(
+                self._method("java.util.Set", "remove", "java.lang.Object"), 0, self._objects(tracked)
+            ),
+            0,
+            self._handles(self._job_id(_JOB_END)),
+        )
+        accept = self.mh.insertArguments(
+            self._method("java.util.function.BiConsumer", "accept", "java.lang.Object", "java.lang.Object"),
+            0,
+            self._objects(sink),
+        )
+        passed_on = self.mh.insertArguments(accept, 1, self._objects(_END))
+        return self.mh.guardWithTest(forget, passed_on, self._ignore())
+
+    def _ignore(self) -> Any:
+        return self.mh.empty(self._method_type(self.VOID, self.OBJ))
+
+
+class RddJobReader:
+    """Reads queued job events into plain data, on the analysis thread."""
+
+    def __init__(self, classes: JvmClasses) -> None:
+        self._classes = classes
+        self._graphs = RddGraphReader(classes)
+
+    def read(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
+        try:
+            return self._read_start(pending) if pending.is_start else self._read_end(pending.event)
+        finally:
+            pending.event = pending.active_job = None  # let the JVM free the job's RDDs and closures
+
+    def _read_start(self, pending: PendingJob) -> RddJobStart:
+        event = pending.event
+        job_id, time_ms = int(event.jobId()), int(event.time())
+        option = pending.active_job
+        if not bool(option.isDefined()):
+            return RddJobStart(job_id, time_ms)
+        errors: list[str] = []
+        stage = option.get().finalStage()
+        graph: tuple[RddRecord, ...] = ()
+        try:
+            graph = self._graphs.read(stage.rdd())
+        except Exception as error:  # noqa: BLE001 - reported with the job
+            errors.append(f"RDD lineage: {message(error)}")
+        output = None
+        try:
+            output = self._output_path(stage)
+        except Exception as error:  # noqa: BLE001
+            errors.append(f"output path: {message(error)}")
+        return RddJobStart(job_id, time_ms, graph, output, tuple(errors))
+
+    def _output_path(self, stage: Any) -> str | None:
+        """Where a Hadoop save (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``) writes:
+        the job's function is the closure ``SparkHadoopWriter.write`` runs, which captures the write's
+        configuration."""
+        if not str(stage.getClass().getName()).endswith(".ResultStage"):
+            return None
+        function = stage.func()
+        fields = self._classes("org.apache.commons.lang3.reflect.FieldUtils")
+        for index in range(1, _CAPTURED_ARGUMENTS + 1):
+            value = _captured(fields, function, index)
+            if value is None or not str(value.getClass().getName()).endswith(_WRITE_CONFIGS):
+                continue
+            path = fields.readField(value, "conf", True).value().get(_OUTPUT_DIR)
+            return None if path is None else str(path)
+        return None
+
+    def _read_end(self, event: Any) -> RddJobEnd:
+        job_id, time_ms = int(event.jobId()), int(event.time())
+        result = event.jobResult()
+        if str(result.getClass().getName()).startswith("org.apache.spark.scheduler.JobSucceeded"):
+            return RddJobEnd(job_id, time_ms)
+        exception = safe(result.exception)
+        if exception is None:
+            return RddJobEnd(job_id, time_ms, error="job failed")
+        stack = safe(
+            lambda: str(self._classes("org.apache.commons.lang3.exception.ExceptionUtils").getStackTrace(exception))
+        )
+        return RddJobEnd(job_id, time_ms, error=str(exception.toString()), error_stack=stack)
+
+
+def _captured(fields: Any, function: Any, index: int) -> Any:
+    """The ``index``-th value a Java lambda captured (``arg$<index>``), or ``None``."""
+    try:
+        return fields.readField(function, f"arg${index}", True)
+    except Exception:  # noqa: BLE001 - fewer captured values, or not a lambda
+        return None

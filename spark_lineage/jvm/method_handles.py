@@ -1,0 +1,100 @@
+"""Composing JVM-side functions out of ``java.lang.invoke`` method handles over py4j.
+
+A function built here runs entirely in the JVM: no code is compiled or loaded, and calling it costs no py4j
+round trip per step. The Catalyst tree reader and the RDD job listener are built this way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from spark_lineage.jvm.values import JvmClasses
+
+
+class HandleBuilder:
+    """The py4j plumbing and the combinators the JVM-side functions share.
+
+    Methods are found by reflection on public classes (``getMethod`` + ``unreflect``), so the erased
+    signatures that differ between Scala 2.12 and 2.13 never need spelling out.
+    """
+
+    def __init__(self, gateway: Any, classes: JvmClasses) -> None:
+        self._gateway = gateway
+        self._classes = classes
+        jvm = gateway.jvm
+        self.mh = classes("java.lang.invoke.MethodHandles")
+        self.lookup = self.mh.publicLookup()
+        self.OBJ = classes.java_class("java.lang.Object")
+        self.SB = classes.java_class("java.lang.StringBuilder")
+        self.STR = classes.java_class("java.lang.String")
+        self.VOID = jvm.java.lang.Void.TYPE
+        self.BOOL = jvm.java.lang.Boolean.TYPE
+        self.INT = jvm.java.lang.Integer.TYPE
+
+    # --- py4j plumbing -----------------------------------------------------------------------------------
+
+    def _array(self, element: Any, items: Sequence[Any]) -> Any:
+        array = self._gateway.new_array(element, len(items))
+        for index, item in enumerate(items):
+            array[index] = item
+        return array
+
+    def _ints(self, *values: int) -> Any:
+        return self._array(self._gateway.jvm.int, values)
+
+    def _types(self, *types: Any) -> Any:
+        return self._array(self._classes("java.lang.Class"), types)
+
+    def _handles(self, *handles: Any) -> Any:
+        return self._array(self._classes("java.lang.invoke.MethodHandle"), handles)
+
+    def _objects(self, *values: Any) -> Any:
+        return self._array(self._classes("java.lang.Object"), values)
+
+    def _method_type(self, returns: Any, *params: Any) -> Any:
+        return self._classes("java.lang.invoke.MethodType").methodType(returns, self._types(*params))
+
+    def _method(self, owner: str, name: str, *params: str) -> Any:
+        """``(Object receiver, params...) -> result`` for the public method ``owner.name``."""
+        method = self._classes.java_class(owner).getMethod(name, self._types(*[self._param_class(p) for p in params]))
+        handle = self.lookup.unreflect(method)
+        if self._classes("java.lang.reflect.Modifier").isStatic(method.getModifiers()):
+            return handle
+        return self.mh.explicitCastArguments(handle, handle.type().changeParameterType(0, self.OBJ))
+
+    def _param_class(self, name: str) -> Any:
+        return self.INT if name == "int" else self._classes.java_class(name)
+
+    # --- combinators -------------------------------------------------------------------------------------
+
+    def _void(self, handle: Any) -> Any:
+        return handle.asType(handle.type().changeReturnType(self.VOID))
+
+    def _then(self, *steps: Any) -> Any:
+        """Run ``(value, out)`` steps in order."""
+        combined = steps[-1]
+        for step in reversed(steps[:-1]):
+            combined = self.mh.foldArguments(combined, step)
+        return combined
+
+    def _after(self, first: Any, then: Any) -> Any:
+        """``then(first(value))``: chain two one-argument handles."""
+        adapted = then.asType(then.type().changeParameterType(0, first.type().returnType()))
+        return self.mh.filterReturnValue(first, adapted)
+
+    def _constant(self, value: bool) -> Any:
+        """``(Object)boolean`` answering ``value``."""
+        handle = self.mh.constant(self.BOOL, value)
+        return self.mh.dropArguments(handle, 0, self._types(self.OBJ))
+
+    def _is(self, class_name: str) -> Any:
+        """``(Object)boolean``: ``value instanceof class_name``."""
+        test = self._method("java.lang.Class", "isInstance", "java.lang.Object")
+        return self.mh.insertArguments(test, 0, self._objects(self._classes.java_class(class_name)))
+
+    def _choose(self, cases: Sequence[tuple[Any, Any]], otherwise: Any) -> Any:
+        chosen = otherwise
+        for test, handle in reversed(cases):
+            chosen = self.mh.guardWithTest(test, handle, chosen)
+        return chosen
