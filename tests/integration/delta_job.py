@@ -20,12 +20,16 @@ from typing import Any
 APP_NAME = "Delta Lineage Tests"
 
 
-def session(base: Path) -> Any:
+def session(base: Path, kafka: str | None = None) -> Any:
     import pyspark
     from pyspark.sql import SparkSession
 
-    from tests.jars import delta_spark
+    from tests.jars import SPARK_SHIPS, delta_spark, spark_kafka
     from tests.parity.delta_scenarios import delta_confs
+
+    packages = [str(delta_spark(pyspark.__version__))]
+    if kafka:
+        packages.append(spark_kafka(pyspark.__version__))
 
     builder = (
         SparkSession.builder.master("local[1]")
@@ -34,7 +38,8 @@ def session(base: Path) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.warehouse.dir", str(base / "warehouse"))
-        .config("spark.jars.packages", str(delta_spark(pyspark.__version__)))
+        .config("spark.jars.packages", ",".join(packages))
+        .config("spark.jars.excludes", SPARK_SHIPS)
     )
     for key, value in delta_confs().items():
         builder = builder.config(key, value)
@@ -109,13 +114,64 @@ def operations(spark: Any, base: Path, stamps: dict[str, str]) -> dict[str, Call
     }
 
 
+def kafka_pipeline(spark: Any, base: Path, servers: str) -> dict[str, Callable[[], object]]:
+    """A new user's pipeline: records into a Kafka topic, then from the topic into Delta, in batch and as a
+    stream."""
+    delta = base / "paths"
+
+    def topic_read() -> Any:
+        return (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", "people_topic")
+            .load()
+        )
+
+    def stream_into_delta() -> None:
+        stream = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", "people_topic")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS name")
+        )
+        query = (
+            stream.writeStream.format("delta")
+            .option("checkpointLocation", str(base / "checkpoints" / "kafka_stream"))
+            .queryName("kafka to delta")
+            .trigger(availableNow=True)
+            .start(str(delta / "from_kafka_stream"))
+        )
+        query.awaitTermination(120)
+
+    return {
+        "kafka_produce": lambda: (
+            spark.read.parquet(str(base / "source"))
+            .selectExpr("CAST(id AS STRING) AS key", "name AS value")
+            .write.format("kafka")
+            .option("kafka.bootstrap.servers", servers)
+            .option("topic", "people_topic")
+            .save()
+        ),
+        "kafka_to_delta": lambda: (
+            topic_read()
+            .selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS name")
+            .write.format("delta")
+            .save(str(delta / "from_kafka"))
+        ),
+        "kafka_stream_to_delta": stream_into_delta,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", required=True)
     parser.add_argument("--base", type=Path, required=True)
+    parser.add_argument("--kafka", help="a Kafka broker's bootstrap servers: also run the Kafka to Delta pipeline")
     args = parser.parse_args()
     base = args.base.resolve()
-    spark = session(base)
+    spark = session(base, args.kafka)
     spark.createDataFrame(
         [(1, "ann", "paris"), (2, "bob", "oslo"), (3, "cy", "paris")], "id int, name string, city string"
     ).write.parquet(str(base / "source"))
@@ -124,7 +180,10 @@ def main() -> None:
 
     handle = spark_lineage.enable(spark, transport={"type": "http", "url": args.url})
     stamps: dict[str, str] = {}
-    for name, operation in operations(spark, base, stamps).items():
+    steps = operations(spark, base, stamps)
+    if args.kafka:
+        steps.update(kafka_pipeline(spark, base, args.kafka))
+    for name, operation in steps.items():
         operation()
         handle.flush(60)
         print(f"DONE {name}", flush=True)

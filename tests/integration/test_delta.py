@@ -32,6 +32,8 @@ APP = "delta_lineage_tests"
 class DeltaApp:
     base: Path
     events: list[dict[str, Any]]
+    kafka: str | None
+    """The bootstrap servers of the broker the Kafka to Delta pipeline ran against (``None``: it did not run)."""
 
     def runs(self, job: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """The runs of the job named ``APP.<job>``, in order, each as its START and COMPLETE events."""
@@ -55,7 +57,7 @@ class DeltaApp:
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaApp]:
+def app(tmp_path_factory: pytest.TempPathFactory, kafka: Any) -> Iterator[DeltaApp]:
     pyspark = pytest.importorskip("pyspark")
     wanted = delta_version(pyspark.__version__)
     if wanted is None:
@@ -67,13 +69,14 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaApp]:
     receiver = LineageReceiver()
     try:
         command = [sys.executable, "-m", "tests.integration.delta_job", "--url", receiver.url, "--base", str(base)]
+        command += ["--kafka", kafka.bootstrap] if kafka is not None else []
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False)
         assert finished.returncode == 0, f"the Delta application failed:\n{finished.stderr[-4000:]}"
         events = list(receiver.events)
     finally:
         receiver.close()
     assert not receiver.invalid, "events that fail the OpenLineage schemas:\n" + "\n".join(receiver.invalid)
-    yield DeltaApp(base, events)
+    yield DeltaApp(base, events, kafka.bootstrap if kafka is not None else None)
 
 
 def _ids(event: dict[str, Any], kind: str) -> list[tuple[str, str]]:
@@ -339,6 +342,10 @@ def test_delta_internals_are_not_reported(app: DeltaApp) -> None:
         "execute_update_command": 1,
         "execute_delete_command": 2,
     }
+    if app.kafka is not None:
+        expected["execute_save_into_data_source_command"] = 1  # into the topic: a Kafka save names no suffix
+        expected["execute_save_into_data_source_command.paths_from_kafka"] = 1
+        expected["project.paths_from_kafka_stream"] = 1  # the stream's one micro-batch
     counts: dict[str, int] = {}
     for event in query_events(app.events):
         if event["eventType"] == "COMPLETE":
@@ -348,3 +355,41 @@ def test_delta_internals_are_not_reported(app: DeltaApp) -> None:
         for dataset in event["inputs"] + event["outputs"]:
             assert "_delta_log" not in dataset["name"], (event["job"]["name"], dataset["name"])
     assert counts == expected
+
+
+def _kafka(app: DeltaApp) -> str:
+    if app.kafka is None:
+        pytest.skip("no Kafka broker here (scripts/test fetches and starts one)")
+    return f"kafka://{app.kafka}"
+
+
+def test_kafka_topic_into_delta_in_batch(app: DeltaApp) -> None:
+    topic = (_kafka(app), "people_topic")
+    writes = [e for e in query_events(app.events) if e["eventType"] == "COMPLETE" and e["outputs"]]
+    (produce,) = [e for e in writes if _ids(e, "outputs") == [topic]]
+    assert _ids(produce, "inputs") == [("file", app.path("source"))]
+    (into_delta,) = [e for e in writes if _ids(e, "outputs") == [("file", app.path("paths", "from_kafka"))]]
+    assert _ids(into_delta, "inputs") == [topic]
+    output = _one(into_delta, "outputs")
+    assert _facet(output, "storage")["storageLayer"] == "delta"
+    assert _columns(output) == {
+        "id": ["people_topic.key:TRANSFORMATION"],
+        "name": ["people_topic.value:TRANSFORMATION"],
+    }
+
+
+def test_kafka_topic_into_delta_as_a_stream(app: DeltaApp) -> None:
+    topic = (_kafka(app), "people_topic")
+    sink = ("file", app.path("paths", "from_kafka_stream"))
+    stream = [e for e in app.events if e["job"]["facets"]["jobType"]["jobType"] == "STREAMING_QUERY"]
+    assert [e["eventType"] for e in stream] == ["START", "RUNNING", "COMPLETE"]
+    assert {e["job"]["name"] for e in stream} == {f"{APP}.kafka_to_delta"}
+    for event in stream[1:]:
+        assert _ids(event, "inputs") == [topic]
+        assert _ids(event, "outputs") == [sink]
+    stream_run = stream[0]["run"]["runId"]
+    batches = [e for e in query_events(app.events) if e["run"]["facets"]["parent"]["run"]["runId"] == stream_run]
+    assert [e["eventType"] for e in batches] == ["START", "COMPLETE"]
+    assert batches[1]["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
+    assert _ids(batches[1], "inputs") == [topic]
+    assert _ids(batches[1], "outputs") == [sink]
