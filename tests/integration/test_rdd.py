@@ -95,6 +95,7 @@ def test_rdd_jobs_through_spark_submit_report_what_they_read_and_write(
     assert app_end["eventType"] == "COMPLETE"
 
 
+@pytest.mark.once  # a configuration key read in Python: a second PySpark line adds nothing
 def test_rdd_events_disabled_keeps_rdd_jobs_unreported(tmp_path: Path, receiver: LineageReceiver) -> None:
     confs = {
         "spark.openlineage.transport.type": "http",
