@@ -87,7 +87,8 @@ class _Stream:
 
 
 class StreamTracker:
-    """Turns one session's streaming query events into runs. Runs on the analysis worker."""
+    """Turns one session's streaming query events into runs. Runs on the session's streams worker, apart from
+    the analysis worker, so that a busy analysis queue cannot outlast a short query's handle."""
 
     def __init__(
         self,
