@@ -55,7 +55,7 @@ _PACKAGES = (
 
 
 class CatalystTreeReader:
-    """Reads Catalyst trees of one JVM. The JVM-side functions are built on first use (a few hundred py4j
+    """Reads Catalyst trees of one JVM. The JVM-side functions are built on first use (about a thousand py4j
     calls, once per session) and then serve every query; constructor parameter names are asked once per
     class. One thread at a time."""
 
@@ -319,15 +319,24 @@ class _WalkBuilder(HandleBuilder):
     ``out``; the others map a value to a string or a boolean.
     """
 
+    def _append(self) -> Any:
+        """``(out, String)``: ``StringBuilder.append``."""
+        return self._once(
+            "append", lambda: self.lookup.findVirtual(self.SB, "append", self._method_type(self.SB, self.STR))
+        )
+
     def _write(self, text: str) -> Any:
         """``(value, out)``: append a constant."""
-        append = self.lookup.findVirtual(self.SB, "append", self._method_type(self.SB, self.STR))
-        handle = self._void(self.mh.insertArguments(append, 1, self._objects(text)))
-        return self.mh.dropArguments(handle, 0, self._types(self.OBJ))
+
+        def make() -> Any:
+            handle = self._void(self.mh.insertArguments(self._append(), 1, self._objects(text)))
+            return self.mh.dropArguments(handle, 0, self._types(self.OBJ))
+
+        return self._once(("write", text), make)
 
     def _write_text_of(self, text_of: Any, end: str = ";") -> Any:
         """``(value, out)``: append ``text_of(value)`` (a ``(Object)String``) then ``end``."""
-        append = self.lookup.findVirtual(self.SB, "append", self._method_type(self.SB, self.STR))
+        append = self._append()
         handle = self._void(self.mh.filterArguments(append, 1, self._handles(text_of)))
         swapped = self.mh.permuteArguments(handle, self._method_type(self.VOID, self.OBJ, self.SB), self._ints(1, 0))
         return self._then(swapped, self._write(end)) if end else swapped

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from py4j.java_gateway import JavaClass, JavaMember
+
 ITEM_SEP = "\x1e"
 """Joins collection items JVM-side (``mkString``): ASCII record separators never occur in paths or names."""
 KV_SEP = " -> "
@@ -37,11 +39,24 @@ class JvmError(RuntimeError):
     """Something could not be read from the JVM; the message says what."""
 
 
+class _StaticsOnce(JavaClass):  # type: ignore[misc]  # py4j has no type hints
+    """A py4j ``JavaClass`` that asks the JVM what each static method name is only once: py4j's own asks on every
+    access, which doubles the cost of a static call (composing a tree reader makes hundreds of them). Static
+    field values are not kept, as they may change."""
+
+    def __getattr__(self, name: str) -> Any:
+        member = super().__getattr__(name)
+        if isinstance(member, (JavaMember, JavaClass)):
+            self.__dict__[name] = member
+        return member
+
+
 class JvmClasses:
     """Classes and packages of the JVM, looked up once each.
 
     Every ``jvm.a.b.C`` attribute chain costs a py4j round trip to find out whether ``C`` is a class; this
-    keeps what it found, so that a per-query or per-report path never pays for the same lookup twice.
+    keeps what it found, so that a per-query or per-report path never pays for the same lookup twice. The
+    classes it gives look up each of their static methods once too.
     """
 
     def __init__(self, jvm: Any) -> None:
@@ -55,6 +70,8 @@ class JvmClasses:
             found = self._jvm
             for part in dotted_name.split("."):
                 found = getattr(found, part)
+            if isinstance(found, JavaClass):
+                found = _StaticsOnce(found._fqn, found._gateway_client)
             self._found[dotted_name] = found
         return found
 
