@@ -126,10 +126,7 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
         log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)
         return session_module.LineageHandle(None)
     config = config_module.resolve(session.conf, overrides)
-    for warning in config_module.unknown_key_warnings(config):
-        if warning not in _warned:  # once per process, not once per session
-            _warned.add(warning)
-            log.warning("spark_lineage: %s", warning)
+    _warn_about_keys(config)
     redactor = Redactor(config.redaction_pattern)
     redactor.learn_from_properties(session.conf)
     protect_logs(redactor)
@@ -181,3 +178,12 @@ def _reject_spark_connect(spark: Any) -> None:
             "(SparkSession.builder without .remote()) with spark_lineage."
         )
     raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")
+
+
+def _warn_about_keys(config: config_module.LineageConfig) -> None:
+    """Unknown keys, and openlineage-spark keys that do not apply here: each said once per process, not once
+    per session."""
+    for warning in [*config_module.unknown_key_warnings(config), *config_module.not_applicable_warnings(config)]:
+        if warning not in _warned:
+            _warned.add(warning)
+            log.warning("spark_lineage: %s", warning)

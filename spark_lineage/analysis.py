@@ -68,10 +68,22 @@ _MICRO_BATCH_WRITE = ("WriteToDataSourceV2", "collect")
 
 
 def is_reported(
-    root_class: str, func_name: str, *, filter_read_only: bool, read_only_roots: frozenset[str] = READ_ONLY_ROOTS
+    root_class: str,
+    func_name: str,
+    *,
+    filter_read_only: bool,
+    read_only_roots: frozenset[str] = READ_ONLY_ROOTS,
+    allowed: frozenset[str] = frozenset(),
+    denied: frozenset[str] = frozenset(),
 ) -> bool:
-    """Whether a query with this plan root and action is worth capturing at all."""
+    """Whether a query with this plan root and action is worth capturing at all. ``allowed`` and ``denied``
+    (``filter.allowedSparkNodes`` / ``deniedSparkNodes``) change which roots are read-only as in the reference:
+    an allowed root is reported, else a denied one is not."""
     if func_name in _NOT_EXECUTED or func_name in _INNER_EXECUTIONS or (root_class, func_name) == _MICRO_BATCH_WRITE:
+        return False
+    if root_class in allowed:
+        return True
+    if root_class in denied:
         return False
     return not (filter_read_only and root_class in read_only_roots)
 

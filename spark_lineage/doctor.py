@@ -188,6 +188,7 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
     except config.ConfigError as error:
         return [Finding(PROBLEM, f"configuration error: {error}")]
     unknown = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
+    unknown += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
     transport = client.transport
     kind = getattr(transport, "kind", None) or type(transport).__name__
     source = "spark.openlineage.transport.*" if resolved.transport else "the openlineage-python client's configuration"

@@ -4,7 +4,9 @@ with openlineage-python's event and facet classes."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -16,26 +18,36 @@ from openlineage.client.facet_v2 import (
     job_type_job,
     lifecycle_state_change_dataset,
     output_statistics_output_dataset,
+    ownership_job,
     parent_run,
     processing_engine_run,
     schema_dataset,
     sql_job,
     symlinks_dataset,
+    tags_job,
+    tags_run,
 )
 from openlineage.client.uuid import generate_new_uuid
 
 from spark_lineage import naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
-from spark_lineage.facets import PRODUCER, SparkApplicationDetailsRunFacet, SparkPropertiesRunFacet
+from spark_lineage.facets import (
+    PRODUCER,
+    SparkApplicationDetailsRunFacet,
+    SparkPropertiesRunFacet,
+    environment_properties_facet,
+)
 from spark_lineage.lineage import (
     ColumnLineage,
     ColumnSource,
     DatasetLineage,
+    InputColumn,
     OutputStatistics,
     QueryLineage,
     SchemaField,
 )
+from spark_lineage.naming.rewrites import DatasetRewrites
 from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
 from spark_lineage.redaction import Redactor
 
@@ -52,12 +64,17 @@ def new_run_id(epoch_ms: int) -> str:
 class EventBuilder:
     """Builds the events of one lineage-enabled session: one application run, and a run per query."""
 
-    def __init__(self, config: LineageConfig, session: SessionInfo, app_run_id: str) -> None:
+    def __init__(
+        self, config: LineageConfig, session: SessionInfo, app_run_id: str, environ: Mapping[str, str] = os.environ
+    ) -> None:
         self.config = config
         self.session = session
         self.app_run_id = app_run_id
         self.app_job_name = naming.normalize_job_name(config.app_name or session.app_name) or "unknown"
         self._redactor = Redactor(config.redaction_pattern)
+        self._configured_run_facets = _configured_run_facets(config, environ)
+        self._configured_job_facets = _configured_job_facets(config)
+        self._rewrites = DatasetRewrites.from_config(config.dataset_naming)
 
     # --- application run -----------------------------------------------------------------------------------
 
@@ -81,7 +98,11 @@ class EventBuilder:
     def query_job_name(self, query: CapturedQuery, lineage: QueryLineage) -> str:
         """``<app>.<physical root node>[.<output suffix>]``, as openlineage-spark names SQL jobs."""
         node = query.executed_node or (query.tree.simple_name if query.tree else query.func_name)
-        name = f"{self.app_job_name}.{naming.normalize_job_name(node)}"
+        command = naming.normalize_job_name(node)
+        # As the reference: the node part only, which the normalizer has already left without dots.
+        if self.config.replace_dot_with_underscore:
+            command = command.replace(".", "_")
+        name = f"{self.app_job_name}.{command}"
         if self.config.append_dataset_name and lineage.job_suffix:
             name += "." + lineage.job_suffix.replace(".", "_")
         return name
@@ -211,6 +232,8 @@ class EventBuilder:
         inputs: list[InputDataset] | None = None,
         outputs: list[OutputDataset] | None = None,
     ) -> RunEvent:
+        run_facets = {**run_facets, **self._configured_run_facets}
+        job_facets = {**job_facets, **self._configured_job_facets}
         return RunEvent(
             eventType=state,
             eventTime=iso_time(epoch_ms),
@@ -280,10 +303,67 @@ class EventBuilder:
         return run_facets
 
     def _input(self, dataset: DatasetLineage) -> InputDataset:
-        return input_dataset(dataset, self.config.facet_enabled)
+        return input_dataset(rewritten(dataset, self._rewrites), self.config.facet_enabled)
 
     def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
-        return output_dataset(dataset, self.config.facet_enabled, metrics)
+        return output_dataset(rewritten(dataset, self._rewrites), self.config.facet_enabled, metrics)
+
+
+def rewritten(dataset: DatasetLineage, rewrites: DatasetRewrites) -> DatasetLineage:
+    """``dataset`` as events name it once the ``dataset.*`` keys have rewritten identities: its own identity
+    (and so its ``dataSource``), and the input datasets its column lineage names, which stay the same datasets
+    as the event's inputs. Symlinks keep their catalog names."""
+    if not rewrites:
+        return dataset
+    lineage = dataset.column_lineage
+
+    def source(column: ColumnSource) -> ColumnSource:
+        renamed = InputColumn(rewrites.identifier(column.column.dataset), column.column.field)
+        return ColumnSource(renamed, column.transformations)
+
+    return replace(
+        dataset,
+        identifier=rewrites.identifier(dataset.identifier),
+        column_lineage=None
+        if lineage is None
+        else ColumnLineage(
+            fields={name: [source(s) for s in sources] for name, sources in lineage.fields.items()},
+            dataset=[source(s) for s in lineage.dataset],
+        ),
+    )
+
+
+def _configured_job_facets(config: LineageConfig) -> dict[str, Any]:
+    """Every event's job facets from configuration: ``ownership`` (``job.owners.<type>``), ``tags``
+    (``job.tags``; openlineage-python adds the tags of its own configuration when it sends the event)."""
+    facets: dict[str, Any] = {}
+    if config.job_owners:
+        facets["ownership"] = ownership_job.OwnershipJobFacet(
+            owners=[ownership_job.Owner(name=owner.name, type=owner.type) for owner in config.job_owners],
+            producer=PRODUCER,
+        )
+    if config.job_tags:
+        facets["tags"] = tags_job.TagsJobFacet(
+            tags=[tags_job.TagsJobFacetFields(key=t.key, value=t.value, source=t.source) for t in config.job_tags],
+            producer=PRODUCER,
+        )
+    return facets
+
+
+def _configured_run_facets(config: LineageConfig, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Every event's run facets from configuration: ``tags`` (``run.tags``) and ``environment-properties``
+    (``facets.custom_environment_variables``, read once: the driver's environment does not change)."""
+    facets: dict[str, Any] = {}
+    if config.run_tags:
+        facets["tags"] = tags_run.TagsRunFacet(
+            tags=[tags_run.TagsRunFacetFields(key=t.key, value=t.value, source=t.source) for t in config.run_tags],
+            producer=PRODUCER,
+        )
+    if config.environment_variables:
+        facets["environment-properties"] = environment_properties_facet(
+            {name: environ.get(name) for name in config.environment_variables}
+        )
+    return facets
 
 
 def parent_facet(parent: ParentJob, root: ParentJob) -> parent_run.ParentRunFacet:

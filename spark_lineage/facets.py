@@ -8,6 +8,9 @@ reference does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import attr
 from openlineage.client.generated.base import RunFacet
 
@@ -47,3 +50,16 @@ class SparkApplicationDetailsRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return _RUN_FACET_SCHEMA
+
+
+def environment_properties_facet(values: Mapping[str, str | None]) -> dict[str, Any]:
+    """``environment-properties``: the environment variables named by
+    ``spark.openlineage.facets.custom_environment_variables`` and their values (an unset one is left out).
+
+    A plain mapping, not an attrs class: the reference names its one field ``environment-properties``, which no
+    attrs field can be called, and openlineage-python serializes a mapping in a facet as it is."""
+    return {
+        "_producer": PRODUCER,
+        "_schemaURL": _RUN_FACET_SCHEMA,
+        "environment-properties": {name: value for name, value in values.items() if value is not None},
+    }

@@ -123,7 +123,8 @@ class LineageRuntime:
         self.errors = ErrorLog()
         self.session = session
         self.started_ms = int(time.time() * 1000)
-        self.app_run_id = new_run_id(self.started_ms)
+        self.app_run_id = config.application_run_id or new_run_id(self.started_ms)
+        naming.use_trimmers(config.dataset_naming.disabled_trimmers, config.dataset_naming.extra_trimmers)
         self.events = EventBuilder(config, self.session, self.app_run_id)
         self.context = AnalysisContext(session=self.session)
         self.active = False
@@ -157,7 +158,12 @@ class LineageRuntime:
         self._capture_rules = CaptureRules(
             probes_for=handlers.probes_for,
             is_reported=lambda root, func: analysis.is_reported(
-                root, func, filter_read_only=config.filter_read_only_actions, read_only_roots=read_only_roots
+                root,
+                func,
+                filter_read_only=config.filter_read_only_actions,
+                read_only_roots=read_only_roots,
+                allowed=config.allowed_spark_nodes,
+                denied=config.denied_spark_nodes,
             ),
             wants_metrics=analysis.wants_write_metrics,
             expressions=columns is not None,
@@ -310,7 +316,8 @@ class LineageRuntime:
         if query is None:
             return
         lineage = self._lineage(query, self.context)
-        if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage):
+        allowed = query.tree is not None and query.tree.simple_name in self.config.allowed_spark_nodes
+        if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage) and not allowed:
             return
         for event in self.events.query_events(query, lineage):
             self._deliver(event)

@@ -13,6 +13,8 @@ Precedence, highest first:
 - :mod:`~spark_lineage.config.readers`: Spark confs and keyword overrides, read into flat keys;
 - :mod:`~spark_lineage.config.keys`: the table of keys, their values and defaults;
 - :mod:`~spark_lineage.config.transports`: transport keys translated for openlineage-python, per type;
+- :mod:`~spark_lineage.config.datasets`: the ``dataset.*`` keys (path removal, namespace resolvers, trimmers);
+- :mod:`~spark_lineage.config.tags`: ``job.tags`` and ``run.tags``;
 - :mod:`~spark_lineage.config.activation`: when configuration alone turns lineage on.
 
 Keys this library adds, for things the Java agent does not have, live under ``spark.openlineage.python.``.
@@ -38,9 +40,13 @@ from spark_lineage.config.settings import (
     DEFAULT_CAPTURED_PROPERTIES,
     ColumnLineageConfig,
     ConfigError,
+    DatasetNamingConfig,
+    JobOwner,
     LineageConfig,
+    NamespaceResolver,
     ParentJob,
     SparkConnectNotSupportedError,
+    Tag,
 )
 
 __all__ = [
@@ -51,12 +57,17 @@ __all__ = [
     "Activation",
     "ColumnLineageConfig",
     "ConfigError",
+    "DatasetNamingConfig",
+    "JobOwner",
     "LineageConfig",
+    "NamespaceResolver",
     "ParentJob",
     "SparkConnectNotSupportedError",
+    "Tag",
     "auto_activation",
     "is_disabled",
     "java_agent_configured",
+    "not_applicable_warnings",
     "resolve",
     "resolve_options",
     "unknown_key_warnings",
@@ -104,6 +115,11 @@ def resolve_options(options: Mapping[str, Any], names: Mapping[str, str], caller
 def unknown_key_warnings(config: LineageConfig) -> list[str]:
     """What to warn about the ``spark.openlineage.*`` keys no setting reads, with what may have been meant."""
     return keys.suggestions(config.unknown_keys, _spark_name)
+
+
+def not_applicable_warnings(config: LineageConfig) -> list[str]:
+    """What to warn about the openlineage-spark keys that were set but cannot apply here, with why."""
+    return keys.not_applicable_warnings(config.not_applicable_keys, _spark_name)
 
 
 def _with(config: LineageConfig, **changes: Any) -> LineageConfig:

@@ -10,14 +10,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spark_lineage.config import transports
+from spark_lineage.config import datasets, transports
 from spark_lineage.config.settings import (
     DEFAULT_CAPTURED_PROPERTIES,
     ColumnLineageConfig,
     ConfigError,
+    JobOwner,
     LineageConfig,
     ParentJob,
 )
+from spark_lineage.config.tags import parse_tags
 from spark_lineage.config.values import boolean, finite, integer, optional_text, text_list
 
 NameOf = Callable[[str], str]
@@ -46,9 +48,25 @@ def _text(key: str, value: Any) -> str | None:
     return optional_text(value)
 
 
+def _run_id(key: str, value: Any) -> str | None:
+    return _uuid(key, value) if optional_text(value) else None
+
+
+def _simple_class_names(key: str, value: Any) -> frozenset[str]:
+    """Plan node classes, as openlineage-spark names them (fully qualified), or by their simple names: the
+    capture sees a node's simple name."""
+    return frozenset(name.rsplit(".", 1)[-1] for name in text_list(value))
+
+
 SETTINGS: tuple[Key, ...] = (
-    Key("appName", "app_name", _text, None),
+    Key("applicationRunId", "application_run_id", _run_id, None),
     Key("jobName.appendDatasetName", "append_dataset_name", boolean, True),
+    Key("jobName.replaceDotWithUnderscore", "replace_dot_with_underscore", boolean, False),
+    Key("job.tags", "job_tags", lambda key, value: parse_tags(value), ()),
+    Key("run.tags", "run_tags", lambda key, value: parse_tags(value), ()),
+    Key("facets.custom_environment_variables", "environment_variables", lambda key, value: tuple(text_list(value)), ()),
+    Key("filter.allowedSparkNodes", "allowed_spark_nodes", _simple_class_names, frozenset()),
+    Key("filter.deniedSparkNodes", "denied_spark_nodes", _simple_class_names, frozenset()),
     Key("disabled", "disabled", boolean, False),
     Key("enabled", "enabled", boolean, False),
     Key("filter.rddEventsDisabled", "rdd_events_disabled", boolean, False),
@@ -68,6 +86,8 @@ COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("python.columnLineage.budgetMillis", "budget_millis", _min(0), 1000.0),
 )
 OTHER_KEYS = (
+    "appName",
+    "overriddenAppName",
     "namespace",
     "capturedProperties",
     "facets.disabled",
@@ -78,13 +98,68 @@ OTHER_KEYS = (
     "rootParentJobName",
     "rootParentRunId",
 )
-KNOWN = tuple(key.name for key in (*SETTINGS, *COLUMN_LINEAGE)) + OTHER_KEYS
-NOT_YET = re.compile(
-    r"^(job\.(owners|tags)|run\.tags|dataset\.|jobName\.replaceDotWithUnderscore|applicationRunId|filter\.|"
-    r"facets\.variables|debugFacet|timeout\.|circuitBreaker\.|vendors\.|redact\.|overriddenAppName)"
+KNOWN = (
+    tuple(key.name for key in (*SETTINGS, *COLUMN_LINEAGE))
+    + OTHER_KEYS
+    + (datasets.REMOVE_PATH, datasets.DISABLED_TRIMMERS, datasets.EXTRA_TRIMMERS)
 )
-"""openlineage-spark keys this library accepts but does not act on yet: not reported as unknown."""
 _FACET_DISABLED = re.compile(r"facets\.(.+)\.disabled")
+_JOB_OWNER = re.compile(r"job\.owners\.(.+)")
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """openlineage-spark keys (one, or a group: ``circuitBreaker.``) that cannot mean anything to a Python
+    listener, and why: set, they are reported once at WARNING and by ``spark-lineage doctor``."""
+
+    key: str
+    reason: str
+
+    def matches(self, key: str) -> bool:
+        return key == self.key or (self.key.endswith(".") and key.startswith(self.key))
+
+
+NOT_APPLICABLE: tuple[NotApplicable, ...] = (
+    NotApplicable(
+        "circuitBreaker.",
+        "it guards the JVM the Java agent runs in (heap, GC time, its task queue); here the analysis runs on a "
+        "bounded Python worker (python.queueSize), column lineage within python.columnLineage.budgetMillis",
+    ),
+    NotApplicable(
+        "timeout.",
+        "its percentages are shares of a circuitBreaker timeout, which does not apply here; "
+        "python.columnLineage.budgetMillis bounds the analysis instead",
+    ),
+    NotApplicable(
+        "debugFacet",
+        "openlineage-spark itself no longer reads it (its debug facet is facets.debug.disabled and debug.*)",
+    ),
+    NotApplicable(
+        "debug.",
+        "the debug run facet describes the Java agent's JVM (classpath, Spark listeners, logical plan) and has "
+        "no published schema; it is not emitted here",
+    ),
+    NotApplicable(
+        "facets.variables",
+        "openlineage-spark documents it but reads nothing under it; the environment variables it describes are "
+        "spark.openlineage.facets.custom_environment_variables",
+    ),
+    NotApplicable("metrics.", "it configures the Java client's Micrometer metrics registry"),
+    NotApplicable(
+        "transport.sslContext.keyStorePath",
+        "a Java KeyStore; openlineage-python takes PEM files: transport.sslContext.caCertPath, "
+        "clientCertPath, clientKeyPath",
+    ),
+)
+JAVA_KEYSTORE_SETTINGS = ("keyStoreType", "storePassword", "keyPassword")
+"""The other ``transport.sslContext`` settings of a Java KeyStore, reported with ``keyStorePath``."""
+
+
+def not_applicable(key: str) -> NotApplicable | None:
+    """Why an openlineage-spark key does not apply here, or ``None`` when it does (or is no such key)."""
+    if key.startswith("transport.") and key.rsplit(".", 1)[-1] in JAVA_KEYSTORE_SETTINGS and ".sslContext." in key:
+        return NOT_APPLICABLE[-1]
+    return next((entry for entry in NOT_APPLICABLE if entry.matches(key)), None)
 
 
 def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
@@ -107,6 +182,17 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
             setting.default if value is None else setting.read(name_of(setting.name), value)
         )
 
+    # openlineage-spark reads ``appName`` into its ``overriddenAppName`` setting, which is a key of its own too
+    # (its YAML and Spark-conf spelling); appName wins when both are set.
+    app_name = optional_text(take("appName")) or optional_text(take("overriddenAppName"))
+    owners = []
+    for key, value in flat.items():
+        owner = _JOB_OWNER.fullmatch(key)
+        if owner and optional_text(value):
+            known.add(key)
+            owners.append(JobOwner(type=owner.group(1), name=str(value)))
+    dataset_naming, dataset_keys = datasets.parse(flat, name_of)
+    known.update(dataset_keys)
     namespace = str(take("namespace") or os.environ.get("OPENLINEAGE_NAMESPACE") or "default")
     captured = take("capturedProperties")
     disabled_facets = set(text_list(take("facets.disabled") or ""))
@@ -116,7 +202,9 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
             known.add(key)
             if boolean(name_of(key), value):
                 disabled_facets.add(match.group(1))
-    transport_keys = {k: v for k, v in flat.items() if k == "transport" or k.startswith("transport.")}
+    transport_keys = {
+        k: v for k, v in flat.items() if (k == "transport" or k.startswith("transport.")) and not not_applicable(k)
+    }
     known.update(transport_keys)
     transport = None
     if transport_keys:
@@ -124,15 +212,31 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
         transport = transports.from_flat(nested, name_of("transport"))
     return LineageConfig(
         namespace=namespace,
+        app_name=app_name,
+        job_owners=tuple(owners),
+        dataset_naming=dataset_naming,
         parent=_parent(flat, known, name_of, "parent", namespace),
         root_parent=_parent(flat, known, name_of, "rootParent", namespace),
         transport=transport,
         disabled_facets=frozenset(disabled_facets),
         captured_properties=tuple(text_list(captured)) if captured else DEFAULT_CAPTURED_PROPERTIES,
         column_lineage=None if "columnLineage" in disabled_facets else ColumnLineageConfig(**column_settings),
-        unknown_keys=tuple(sorted(k for k in flat if k not in known and not NOT_YET.match(k))),
+        unknown_keys=tuple(sorted(k for k in flat if k not in known and not not_applicable(k))),
+        not_applicable_keys=tuple(sorted(k for k in flat if k not in known and not_applicable(k))),
         **values,
     )
+
+
+def not_applicable_warnings(keys: tuple[str, ...], name_of: NameOf) -> list[str]:
+    """One line per openlineage-spark key that was set but does not apply here, with why."""
+    lines = []
+    for key in keys:
+        entry = not_applicable(key)
+        if entry is not None:
+            lines.append(
+                f"{name_of(key)} is an openlineage-spark key that does not apply here, so it is ignored: {entry.reason}"
+            )
+    return lines
 
 
 def suggestions(unknown: tuple[str, ...], name_of: NameOf) -> list[str]:
@@ -164,9 +268,14 @@ def _parent(
             f"{name_of(missing)} must be set together with {name_of(present)}: "
             "a parent run needs both a job name and a run id (a UUID)."
         )
-    if not re.fullmatch(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", str(run_id)):
+    return ParentJob(
+        namespace=str(flat.get(ns_key) or default_ns), name=str(name), run_id=_uuid(name_of(run_key), run_id)
+    )
+
+
+def _uuid(key: str, value: Any) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}", str(value).strip()):
         raise ConfigError(
-            f"{name_of(run_key)}={run_id!r} is not a UUID; accepted: a run id like "
-            "'01890f3e-5c2b-7cc1-9f0e-3d0e2b6f1a2c'."
+            f"{key}={value!r} is not a UUID; accepted: a run id like '01890f3e-5c2b-7cc1-9f0e-3d0e2b6f1a2c'."
         )
-    return ParentJob(namespace=str(flat.get(ns_key) or default_ns), name=str(name), run_id=str(run_id).lower())
+    return str(value).strip().lower()

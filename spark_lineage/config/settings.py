@@ -32,6 +32,52 @@ class ParentJob:
 
 
 @dataclass(frozen=True)
+class Tag:
+    """One entry of the ``tags`` job or run facet (``job.tags`` / ``run.tags``): ``key``, or ``key:value``, or
+    ``key:value:source``, as openlineage-spark reads them."""
+
+    key: str
+    value: str = "true"
+    source: str = "CONFIG"
+
+
+@dataclass(frozen=True)
+class JobOwner:
+    """One ``job.owners.<type>=<name>`` key: an entry of the ``ownership`` job facet."""
+
+    type: str
+    name: str
+
+
+@dataclass(frozen=True)
+class NamespaceResolver:
+    """One ``dataset.namespaceResolvers.<name>.*`` group: dataset namespaces it matches are rewritten to
+    ``name`` (``hostList``, ``pattern``), or to the regex group ``matching_group`` (``patternGroup``)."""
+
+    name: str
+    type: str
+    hosts: tuple[str, ...] = ()
+    regex: str | None = None
+    """A Python regular expression (a Java one as written in the key, its named groups translated)."""
+    matching_group: str | None = None
+    schema: str | None = None
+    """When set, only namespaces starting with ``<schema>://`` are rewritten."""
+
+
+@dataclass(frozen=True)
+class DatasetNamingConfig:
+    """openlineage-spark's ``dataset.*`` keys: what is changed about dataset identities after the naming rules."""
+
+    remove_path_pattern: str | None = None
+    """``dataset.removePath.pattern``, as a Python regex: the text its ``remove`` group matched leaves names."""
+    namespace_resolvers: tuple[NamespaceResolver, ...] = ()
+    disabled_trimmers: tuple[str, ...] = ()
+    """``dataset.disabledTrimmers``: openlineage-python trimmer classes (dotted paths) not applied."""
+    extra_trimmers: tuple[str, ...] = ()
+    """``dataset.extraTrimmers``: more openlineage-python trimmer classes (dotted paths) to apply."""
+
+
+@dataclass(frozen=True)
 class ColumnLineageConfig:
     """Column lineage settings: openlineage-spark's ``columnLineage.*`` keys, and this library's budget."""
 
@@ -55,6 +101,22 @@ class LineageConfig:
 
     namespace: str = "default"
     app_name: str | None = None
+    """``appName`` (or its other spelling ``overriddenAppName``): the application job's name."""
+    application_run_id: str | None = None
+    """``applicationRunId``: the application run's id, instead of a new UUID."""
+    replace_dot_with_underscore: bool = False
+    """``jobName.replaceDotWithUnderscore``: dots in the plan-node part of query job names become ``_``."""
+    job_owners: tuple[JobOwner, ...] = ()
+    job_tags: tuple[Tag, ...] = ()
+    run_tags: tuple[Tag, ...] = ()
+    environment_variables: tuple[str, ...] = ()
+    """``facets.custom_environment_variables``: variables whose values go into the ``environment-properties``
+    run facet."""
+    allowed_spark_nodes: frozenset[str] = frozenset()
+    """``filter.allowedSparkNodes``, as simple class names: plan roots reported though filtered by default."""
+    denied_spark_nodes: frozenset[str] = frozenset()
+    """``filter.deniedSparkNodes``, as simple class names: plan roots not reported."""
+    dataset_naming: DatasetNamingConfig = DatasetNamingConfig()
     parent: ParentJob | None = None
     root_parent: ParentJob | None = None
     transport: dict[str, Any] | None = field(default=None, repr=False)
@@ -86,6 +148,9 @@ class LineageConfig:
     """``spark.redaction.regex`` as the session has it: what else, beyond Spark's defaults, counts as secret."""
     unknown_keys: tuple[str, ...] = ()
     """``spark.openlineage.*`` keys no setting reads (warned about once, with what may have been meant)."""
+    not_applicable_keys: tuple[str, ...] = ()
+    """openlineage-spark keys that were set but cannot apply to a Python listener (warned about once, with
+    why)."""
 
     def facet_enabled(self, name: str) -> bool:
         return name not in self.disabled_facets

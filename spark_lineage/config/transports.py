@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from spark_lineage.config.settings import ConfigError
-from spark_lineage.config.values import boolean, number
+from spark_lineage.config.values import boolean, number, python_class, text_list
 
 MAP_SETTINGS = frozenset({"properties", "headers", "urlParams", "config"})
 """Settings whose keys are names of their own (``properties.bootstrap.servers``): the rest of the key after
@@ -110,6 +110,12 @@ def _http(spec: dict[str, Any], where: str) -> dict[str, Any]:
             auth["type"] = "api_key"
             if not (auth.get("apiKey") or auth.get("api_key") or auth.get("apikey")):
                 raise ConfigError(f"{where}.auth.apiKey is required when {where}.auth.type=api_key.")
+        elif auth.get("type") == "jwt":  # openlineage-python's JWT provider reads the reference's keys as they are
+            for required in ("apiKey", "tokenEndpoint"):
+                if not auth.get(required):
+                    raise ConfigError(f"{where}.auth.{required} is required when {where}.auth.type=jwt.")
+            if isinstance(auth.get("tokenFields"), str):  # ``[token;access_token]``, as the Java client takes it
+                auth["tokenFields"] = text_list(auth["tokenFields"])
         spec["auth"] = auth
     return spec
 
@@ -172,9 +178,19 @@ def _transform(spec: dict[str, Any], where: str) -> dict[str, Any]:
     ):
         if java_key in spec:
             spec[python_key] = spec.pop(java_key)
+    if spec.get("transformer_class"):
+        _check_transformer(f"{where}.transformerClass", str(spec["transformer_class"]))
     if isinstance(spec.get("transport"), Mapping):
         spec["transport"] = translate(spec["transport"], f"{where}.transport")
     return spec
+
+
+def _check_transformer(key: str, path: str) -> None:
+    """openlineage-spark's ``transformerClass`` names a Java class; here it is the dotted path of a Python
+    ``EventTransformer``."""
+    from openlineage.client.transport.transform.transform import EventTransformer
+
+    python_class(key, path, EventTransformer)
 
 
 @translation("composite")

@@ -57,3 +57,42 @@ def text_list(value: Any) -> list[str]:
 
 def optional_text(value: Any) -> str | None:
     return None if value in (None, "") else str(value)
+
+
+_JAVA_NAMED_GROUP = re.compile(r"\(\?<([A-Za-z][A-Za-z0-9]*)>")
+_JAVA_BACKREFERENCE = re.compile(r"\\k<([A-Za-z][A-Za-z0-9]*)>")
+
+
+def java_regex(key: str, value: Any, *, groups: tuple[str, ...] = ()) -> str:
+    """A regular expression written for Java (openlineage-spark's keys take Java's ``Pattern``), as Python's
+    ``re`` reads it: ``(?<name>...)`` is ``(?P<name>...)`` and ``\\k<name>`` is ``(?P=name)`` there.
+    ``groups`` are named groups it must have."""
+    text = _JAVA_BACKREFERENCE.sub(r"(?P=\1)", _JAVA_NAMED_GROUP.sub(r"(?P<\1>", str(value)))
+    try:
+        compiled = re.compile(text)
+    except re.error as error:
+        raise ConfigError(f"{key}={value!r} is not a valid regular expression: {error}.") from None
+    missing = [group for group in groups if group not in compiled.groupindex]
+    if missing:
+        raise ConfigError(
+            f"{key}={value!r} has no named group {', '.join(missing)}; accepted: a regular expression with "
+            + " and ".join(f"(?<{group}>...)" for group in missing)
+            + "."
+        )
+    return text
+
+
+def python_class(key: str, path: str, base: type[Any]) -> type[Any]:
+    """The Python class at dotted ``path``, a subclass of ``base``. openlineage-spark's keys name Java classes
+    there; one of those is said to be one, rather than left to fail when the first event is sent."""
+    from openlineage.client.utils import import_from_string
+
+    wanted = f"the dotted path of a Python subclass of {base.__module__}.{base.__qualname__}"
+    try:
+        found = import_from_string(path)
+    except (ImportError, AttributeError, ValueError) as error:
+        java = " (a Java class cannot run in this Python listener)" if path.startswith(("io.", "com.", "org.")) else ""
+        raise ConfigError(f"{key}={path!r} cannot be imported{java}: {error}; accepted: {wanted}.") from None
+    if not (isinstance(found, type) and issubclass(found, base)):
+        raise ConfigError(f"{key}={path!r} is not a class derived from {base.__qualname__}; accepted: {wanted}.")
+    return found

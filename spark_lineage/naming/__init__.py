@@ -10,7 +10,8 @@ library and from the Java agent name the same data the same way and join into on
 - :mod:`~spark_lineage.naming.kafka`: Kafka topics (``kafka://host:9092``, the topic);
 - :mod:`~spark_lineage.naming.iceberg`: Iceberg catalogs and the identity their tables get;
 - :mod:`~spark_lineage.naming.delta`: Delta Lake tables (their directory) and their transaction log;
-- :mod:`~spark_lineage.naming.jobs`: job names.
+- :mod:`~spark_lineage.naming.jobs`: job names;
+- :mod:`~spark_lineage.naming.rewrites`: what the ``dataset.*`` keys change about identities once named.
 
 ``iceberg_facets`` uses this package too, which is what makes Spark and pyiceberg agree on a table's name.
 """
@@ -29,6 +30,7 @@ from spark_lineage.naming.locations import (
     location_uri,
     read_directories,
     trim_name,
+    use_trimmers,
     warehouse_symlink,
 )
 
@@ -53,5 +55,6 @@ __all__ = [
     "rdd_job_suffix",
     "read_directories",
     "trim_name",
+    "use_trimmers",
     "warehouse_symlink",
 ]

@@ -3,7 +3,6 @@ session-catalog tables, which are their location with a ``symlinks`` entry for t
 
 from __future__ import annotations
 
-from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 from openlineage.client.dataset.dataset import DatasetConfig
@@ -71,12 +70,25 @@ def default_table_location(warehouse: str, database: str | None, table: str) -> 
     return f"{base}/{database}.db/{table}"
 
 
+def use_trimmers(disabled: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> None:
+    """Which trimmers :func:`trim_name` applies (``dataset.disabledTrimmers`` / ``dataset.extraTrimmers``, as
+    openlineage-python dotted class paths): openlineage-python's built-in ones but ``disabled``, and ``extra``.
+
+    Process-wide, as dataset names are: a process has one SparkContext, whose confs these keys are, and every
+    name a process reports must follow one convention for its datasets to join up."""
+    global _active_trimmers
+    _active_trimmers = tuple(
+        DatasetConfig(disabled_trimmers=list(disabled), extra_trimmers=list(extra)).get_dataset_name_trimmers()
+    )
+
+
 def trim_name(name: str) -> str:
     """Drop trailing partition-like directories (``/dt=2024-01-01``, ``/20240101``, ``/2024/01``) with
-    openlineage-python's dataset-name trimmers, the same set openlineage-spark applies."""
+    openlineage-python's dataset-name trimmers, the same set openlineage-spark applies (see
+    :func:`use_trimmers`)."""
     for _ in range(_MAX_TRIM_PASSES):
         trimmed = name
-        for trimmer in _trimmers():
+        for trimmer in _active_trimmers:
             trimmed = trimmer.trim(trimmed)
         if trimmed == name:
             break
@@ -130,6 +142,4 @@ def _strip_slash(path: str) -> str:
     return stripped or "/"
 
 
-@lru_cache(maxsize=1)
-def _trimmers() -> tuple[DatasetNameTrimmer, ...]:
-    return tuple(DatasetConfig().get_dataset_name_trimmers())
+_active_trimmers: tuple[DatasetNameTrimmer, ...] = tuple(DatasetConfig().get_dataset_name_trimmers())

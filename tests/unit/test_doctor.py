@@ -94,3 +94,20 @@ def test_unknown_keys_are_problems_with_a_suggestion(receiver: LineageReceiver) 
         f"[--]  transport: http to {receiver.url} (from spark.openlineage.transport.*)",
     ]
     assert "hunter22" not in result.stdout + result.stderr
+
+
+def test_keys_that_do_not_apply_here_are_said_with_why(receiver: LineageReceiver) -> None:
+    result = doctor(
+        "--conf",
+        "spark.openlineage.transport.type=http",
+        "--conf",
+        f"spark.openlineage.transport.url={receiver.url}",
+        "--conf",
+        "spark.openlineage.circuitBreaker.type=java",
+    )
+    assert lines(result)[3:5] == [
+        "[--]  spark.openlineage.circuitBreaker.type is an openlineage-spark key that does not apply here, so it is "
+        "ignored: it guards the JVM the Java agent runs in (heap, GC time, its task queue); here the analysis runs "
+        "on a bounded Python worker (python.queueSize), column lineage within python.columnLineage.budgetMillis",
+        f"[--]  transport: http to {receiver.url} (from spark.openlineage.transport.*)",
+    ]
