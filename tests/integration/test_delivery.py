@@ -42,6 +42,7 @@ def _assert_every_run_whole_and_once(receiver: LineageReceiver, outputs: list[st
     assert len(_runs(queries)) == len(outputs)
 
 
+@pytest.mark.once
 def test_backend_down_for_the_whole_job_then_replay_delivers_everything(
     spark: Any, data_dir: Path, tmp_path: Path
 ) -> None:
@@ -72,6 +73,7 @@ def test_backend_down_for_the_whole_job_then_replay_delivers_everything(
         receiver.close()
 
 
+@pytest.mark.once
 def test_the_next_enable_delivers_what_an_earlier_session_left(spark: Any, data_dir: Path, tmp_path: Path) -> None:
     receiver = LineageReceiver()
     receiver.stop()

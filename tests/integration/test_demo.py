@@ -14,6 +14,7 @@ from tests.support import validate_event
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.once
 def test_demo_runs_and_summarizes_its_lineage(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     result = subprocess.run(

@@ -34,6 +34,7 @@ def test_failing_query_gets_fail_with_error_message(
     assert "outputStatistics" not in fail["outputs"][0].get("outputFacets", {})
 
 
+@pytest.mark.once
 def test_backend_down_never_fails_the_job(
     spark: Any, data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -56,6 +57,7 @@ def test_backend_down_never_fails_the_job(
     assert summary.endswith(f"deliver them with: spark-lineage replay --spool {spool}")
 
 
+@pytest.mark.once
 def test_stuck_backend_never_holds_up_the_job(spark: Any, data_dir: Path) -> None:
     release = threading.Event()
     receiver = LineageReceiver(before_reply=lambda: release.wait(60))

@@ -45,6 +45,7 @@ def _runs(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(event["eventType"], event["job"]["name"]) for event in events]
 
 
+@pytest.mark.once
 def test_spark_submit_confs_alone_send_every_event_to_a_kafka_topic(tmp_path: Path, kafka: Kafka | None) -> None:
     if kafka is None:
         pytest.skip("no Kafka broker here (scripts/test fetches and starts one)")

@@ -78,6 +78,7 @@ def write_cell(name: str, tmp_path: Path) -> str:
     return f"spark.read.schema('id INT, city STRING').csv({orders!r}).write.parquet({output!r})"
 
 
+@pytest.mark.once
 def test_magics_switch_lineage_and_show_the_runs(kernel: Kernel, receiver: LineageReceiver, tmp_path: Path) -> None:
     orders = tmp_path / "orders"
     orders.mkdir()

@@ -78,8 +78,9 @@ def _run_job(
     ("ending", "submit", "final_state"),
     [
         ("spark_stop", False, "COMPLETE"),
-        ("no_stop", True, "COMPLETE"),
-        ("uncaught_exception", True, "FAIL"),
+        # How the process ends is Python's business, not the PySpark line's: run these once.
+        pytest.param("no_stop", True, "COMPLETE", marks=pytest.mark.once),
+        pytest.param("uncaught_exception", True, "FAIL", marks=pytest.mark.once),
     ],
 )
 def test_application_run_ends_with_the_process(
@@ -105,6 +106,7 @@ def test_application_run_ends_with_the_process(
         assert "raise RuntimeError('job exploded')" in error["stackTrace"]
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     ("ending", "send", "returncode", "final_state", "message"),
     [
@@ -130,6 +132,7 @@ def test_exit_code_and_ctrl_c_end_the_application_run_honestly(
     assert query_end["eventType"] == "COMPLETE"
 
 
+@pytest.mark.once
 def test_sigterm_ends_the_application_run_even_with_the_backend_down(
     tmp_path: Path, receiver: LineageReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -121,6 +121,7 @@ def test_http_transport_confs_turn_lineage_on_for_an_unmodified_job(tmp_path: Pa
     assert "spark_lineage.session" in outcome["modules"]
 
 
+@pytest.mark.once
 def test_enabled_flag_takes_the_transport_from_the_client_configuration(
     tmp_path: Path, receiver: LineageReceiver
 ) -> None:
@@ -132,6 +133,7 @@ def test_enabled_flag_takes_the_transport_from_the_client_configuration(
     assert_one_write_run(receiver.events, "context_job", orders, output, write)
 
 
+@pytest.mark.once
 def test_without_lineage_configuration_nothing_is_sent_or_loaded(tmp_path: Path, receiver: LineageReceiver) -> None:
     # The client's own configuration alone does not turn lineage on: only spark.openlineage.* confs do.
     result, _, output = spark_submit(tmp_path, BUILDER_JOB, {}, env={"OPENLINEAGE_URL": receiver.url})
@@ -143,6 +145,7 @@ def test_without_lineage_configuration_nothing_is_sent_or_loaded(tmp_path: Path,
     assert messages(result) == []
 
 
+@pytest.mark.once
 def test_openlineage_spark_java_listener_configured_too_keeps_us_off(tmp_path: Path) -> None:
     import pyspark
 
