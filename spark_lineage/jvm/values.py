@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 from typing import Any
-
-from py4j.java_gateway import JavaClass, JavaMember
 
 ITEM_SEP = "\x1e"
 """Joins collection items JVM-side (``mkString``): ASCII record separators never occur in paths or names."""
@@ -39,16 +38,22 @@ class JvmError(RuntimeError):
     """Something could not be read from the JVM; the message says what."""
 
 
-class _StaticsOnce(JavaClass):  # type: ignore[misc]  # py4j has no type hints
-    """A py4j ``JavaClass`` that asks the JVM what each static method name is only once: py4j's own asks on every
-    access, which doubles the cost of a static call (composing a tree reader makes hundreds of them). Static
-    field values are not kept, as they may change."""
+@cache
+def _statics_once() -> tuple[Any, Any]:
+    """py4j's ``JavaClass``, and a subclass that asks the JVM what each static method name is only once: py4j's
+    own asks on every access, which doubles the cost of a static call (composing a tree reader makes hundreds of
+    them). Static field values are not kept, as they may change. Made on first use: py4j comes with PySpark,
+    which a pyiceberg-only install lacks."""
+    from py4j.java_gateway import JavaClass, JavaMember
 
-    def __getattr__(self, name: str) -> Any:
-        member = super().__getattr__(name)
-        if isinstance(member, (JavaMember, JavaClass)):
-            self.__dict__[name] = member
-        return member
+    class StaticsOnce(JavaClass):  # type: ignore[misc]  # py4j has no type hints
+        def __getattr__(self, name: str) -> Any:
+            member = super().__getattr__(name)
+            if isinstance(member, (JavaMember, JavaClass)):
+                self.__dict__[name] = member
+            return member
+
+    return JavaClass, StaticsOnce
 
 
 class JvmClasses:
@@ -70,8 +75,9 @@ class JvmClasses:
             found = self._jvm
             for part in dotted_name.split("."):
                 found = getattr(found, part)
-            if isinstance(found, JavaClass):
-                found = _StaticsOnce(found._fqn, found._gateway_client)
+            java_class, statics_once = _statics_once()
+            if isinstance(found, java_class):
+                found = statics_once(found._fqn, found._gateway_client)
             self._found[dotted_name] = found
         return found
 
