@@ -25,6 +25,20 @@ def spark_line() -> str:
     return ".".join(pyspark.__version__.split(".")[:2])
 
 
+def selected_scenarios(request: Any, scenarios: Collection[str]) -> list[str]:
+    """The driver arguments that run only the scenarios this pytest session selected (``-k``): a run of the
+    whole suite takes minutes per agent. Every scenario when a test about the whole suite is selected."""
+    chosen: set[str] = set()
+    for item in request.session.items:
+        if item.module is not request.module or request.fixturename not in item.fixturenames:
+            continue
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "scenario" not in callspec.params:
+            return []
+        chosen.add(callspec.params["scenario"])
+    return ["--only", ",".join(sorted(chosen))] if chosen and chosen != set(scenarios) else []
+
+
 def run_both(work: Path, driver_args: list[str]) -> Runs:
     """Both runs of a suite, one after the other in the same directory so that paths are the same."""
     results = {}
