@@ -26,11 +26,13 @@ from tests.jars import (
     sqlite_jdbc,
 )
 from tests.parity.delta_scenarios import DELTA_SCENARIOS, delta_confs
+from tests.parity.hive_scenarios import HIVE_SCENARIOS, hive_confs
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED, Workspace, prepare
 
 APP_NAME = "parity"
 NAMESPACE = "parity"
 JAVA_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+SUITES = {"main": SCENARIOS, "delta": DELTA_SCENARIOS, "hive": HIVE_SCENARIOS}
 
 
 def session(agent: str, workspace: Workspace, events_file: Path, suite: str = "main") -> Any:
@@ -53,6 +55,8 @@ def session(agent: str, workspace: Workspace, events_file: Path, suite: str = "m
     }
     if suite == "delta":  # Delta's application of its own: its extension and its catalog as spark_catalog
         packages, suite_confs = [str(delta_spark(pyspark.__version__))], delta_confs()
+    if suite == "hive":  # Hive's application of its own: Hive support, a metastore in the workspace
+        packages, suite_confs = [], hive_confs(workspace)
     for key, value in suite_confs.items():
         builder = builder.config(key, value)
     if agent == "java":
@@ -91,7 +95,7 @@ def run(agent: str, workspace: Workspace, only: set[str] | None, suite: str = "m
         return events_file.read_text().splitlines() if events_file.exists() else []
 
     results: dict[str, Any] = {}
-    for name, scenario in (DELTA_SCENARIOS if suite == "delta" else SCENARIOS).items():
+    for name, scenario in SUITES[suite].items():
         if (only and name not in only) or (name in SERVICE_NEEDED and not workspace.has(SERVICE_NEEDED[name])):
             continue
         before = len(caught_up())
@@ -116,7 +120,7 @@ def main() -> None:
     parser.add_argument("--postgres", help="a PostgreSQL JDBC URL with the scenario tables")
     parser.add_argument("--kafka", help="a Kafka broker's bootstrap server")
     parser.add_argument("--only", help="comma-separated scenario names")
-    parser.add_argument("--suite", choices=("main", "delta"), default="main", help="delta: the Delta Lake scenarios")
+    parser.add_argument("--suite", choices=tuple(SUITES), default="main", help="delta, hive: those scenarios")
     args = parser.parse_args()
     workspace = Workspace(args.base.resolve(), args.postgres, args.kafka)
     only = set(args.only.split(",")) if args.only else None
