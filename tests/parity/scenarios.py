@@ -297,6 +297,16 @@ def iceberg_replace_table_as_select(spark: Any, workspace: Workspace) -> None:
     spark.table("t1").selectExpr("a", "b AS d").writeTo("ice.db.replaced").using("iceberg").createOrReplace()
 
 
+# --- commands: directories ---------------------------------------------------------------------------------
+
+
+@scenario
+def insert_overwrite_directory(spark: Any, workspace: Workspace) -> None:
+    spark.sql(
+        f"INSERT OVERWRITE DIRECTORY '{workspace.out('dir_export')}' USING parquet SELECT a, upper(b) AS ub FROM t1"
+    )
+
+
 # --- JDBC --------------------------------------------------------------------------------------------------
 
 
