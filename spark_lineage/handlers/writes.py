@@ -167,3 +167,24 @@ def directory_output(node: CapturedNode) -> list[DatasetLineage]:
     return [
         DatasetLineage(naming.from_location(location), schema=schema_fields(node.get("schema")), lifecycle=lifecycle)
     ]
+
+
+@register
+class LoadDataCommandHandler(NodeHandler):
+    """``LOAD DATA [LOCAL] INPATH '/f' [OVERWRITE] INTO TABLE t``: the table is the output, named as any
+    session-catalog table, and the path it loads the input. Like the reference, no lifecycle state, even for
+    OVERWRITE."""
+
+    class_names = ("LoadDataCommand",)
+    probes = {"table": Probe(("table",), "table"), "path": Probe(("path",))}
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        path = node.get("path")
+        return [DatasetLineage(naming.from_location(path))] if path else []
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        dataset = table_dataset(node.get("table"), ctx)
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        return table_suffix(node.get("table"))

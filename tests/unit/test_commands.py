@@ -1,6 +1,6 @@
 """Commands recorded on real Spark, analyzed without a JVM: ``INSERT OVERWRITE DIRECTORY`` (data source, and
-Hive's from ``tests/fixtures/record_hive_plans.py``). Names and facet values are those openlineage-spark 1.53
-gives (see the parity scenarios)."""
+Hive's), ``LOAD DATA`` and Hive-format tables (from ``tests/fixtures/record_hive_plans.py``). Names and facet
+values are those openlineage-spark 1.53 gives (see the parity scenarios)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from spark_lineage.analysis import analyze
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, QueryLineage
+from spark_lineage.naming import TableName
 from tests.fixtures.recorded import recorded_query, recorded_session
 from tests.support import validate_event
 
@@ -88,3 +89,20 @@ def test_hive_insert_overwrite_directory(hive_version: str) -> None:
     assert _ids(lineage.outputs) == [("file", f"{HIVE}/out/hive_dir_export")]
     assert lineage.outputs[0].lifecycle == "OVERWRITE"
     assert events[-1]["job"]["name"] == "fixture_recorder.execute_insert_into_hive_dir_command.out_hive_dir_export"
+
+
+@pytest.mark.parametrize(("fixture", "path"), [("hive_load_data-1", "rows.csv"), ("hive_load_data-2", "more.csv")])
+def test_load_data(hive_version: str, fixture: str, path: str) -> None:
+    lineage, events = _analyze(HIVE_PLANS / hive_version, fixture)
+    assert _ids(lineage.inputs) == [("file", f"{HIVE}/incoming/{path}")]
+    assert _ids(lineage.outputs) == [("file", f"{HIVE}/warehouse/loaded")]
+    (output,) = lineage.outputs
+    assert output.symlinks == [TableName(f"file:{HIVE}/warehouse", "default.loaded")]
+    assert output.lifecycle is None  # OVERWRITE INTO TABLE too, as the reference
+    assert [f.name for f in output.schema or []] == ["a", "b"]
+    assert events[-1]["job"]["name"] == "fixture_recorder.execute_load_data_command.default_loaded"
+
+
+def test_a_hive_create_table_is_named_after_its_location(hive_version: str) -> None:
+    _, events = _analyze(HIVE_PLANS / hive_version, "hive_load_data-0")
+    assert events[-1]["job"]["name"] == "fixture_recorder.execute_create_table_command.warehouse_loaded"
