@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from spark_lineage import naming
-from spark_lineage.handlers.base import NodeHandler, schema_fields, table_dataset, table_suffix
+from spark_lineage.handlers.base import NodeHandler, add_hive_catalog, schema_fields, table_dataset, table_suffix
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
@@ -32,6 +32,8 @@ class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
             location=node.get("outputPath"),
             lifecycle=lifecycle,
             schema_json=node.get("schema"),
+            # The reference names this write from its path, and gives it no catalog facet.
+            with_catalog=False,
         )
         return [dataset] if dataset else []
 
@@ -150,7 +152,11 @@ class InsertIntoHiveDirCommandHandler(NodeHandler):
     reports_write_metrics = True
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        return directory_output(node)
+        datasets = directory_output(node)
+        # The reference gives a Hive directory the session's Hive catalog facet, though no table is involved.
+        for dataset in datasets:
+            add_hive_catalog(dataset, ctx.session)
+        return datasets
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
         location = node.get("location")

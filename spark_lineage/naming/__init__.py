@@ -24,6 +24,7 @@ from spark_lineage.naming.jobs import normalize_job_name, path_job_suffix, rdd_j
 from spark_lineage.naming.kafka import kafka_dataset, option_topics
 from spark_lineage.naming.locations import (
     FILE_NAMESPACE,
+    SessionCatalog,
     default_table_location,
     from_location,
     input_directories,
@@ -39,6 +40,7 @@ __all__ = [
     "ICEBERG_SPARK_CATALOGS",
     "DatasetIdentifier",
     "IcebergCatalog",
+    "SessionCatalog",
     "TableName",
     "default_table_location",
     "from_location",

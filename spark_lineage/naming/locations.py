@@ -3,6 +3,8 @@ session-catalog tables, which are their location with a ``symlinks`` entry for t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from openlineage.client.dataset.dataset import DatasetConfig
@@ -60,6 +62,23 @@ def warehouse_symlink(table_location: str, warehouse: str | None, database: str 
     if location != warehouse_uri and not location.startswith(warehouse_uri + "/"):
         return None
     return TableName(namespace=warehouse_uri, name=f"{database}.{table}" if database else table)
+
+
+@dataclass(frozen=True)
+class SessionCatalog:
+    """What the session catalog is: its warehouse, and whether it is Hive's (``enableHiveSupport()``)."""
+
+    warehouse: str | None
+    hive_support: bool = False
+
+    @classmethod
+    def from_spark_conf(cls, conf: Mapping[str, str], warehouse: str | None) -> SessionCatalog:
+        return cls(warehouse, conf.get("spark.sql.catalogImplementation") == "hive")
+
+    @property
+    def warehouse_uri(self) -> str | None:
+        """The warehouse as a URI without a trailing slash, as the ``catalog`` facet's ``warehouseUri``."""
+        return location_uri(self.warehouse).rstrip("/") if self.warehouse else None
 
 
 def default_table_location(warehouse: str, database: str | None, table: str) -> str:

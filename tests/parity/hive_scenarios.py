@@ -59,3 +59,18 @@ def hive_table_insert(spark: Any, workspace: Workspace) -> None:
     spark.sql("CREATE TABLE hive_target (a INT, d STRING) STORED AS PARQUET")
     spark.sql("INSERT INTO hive_target SELECT a, d FROM t2")
     spark.sql("CREATE TABLE ds_target USING parquet AS SELECT a, b FROM t1")
+
+
+@hive_scenario
+def hive_table_commands_and_read(spark: Any, workspace: Workspace) -> None:
+    """What else happens to tables of a Hive session: a read, TRUNCATE, ALTER, RENAME, DROP; a Hive-format
+    table's INSERT OVERWRITE and read."""
+    spark.sql("CREATE TABLE kept USING parquet AS SELECT a, b FROM t1")
+    spark.table("kept").where("a > 1").write.mode("overwrite").parquet(workspace.out("from_kept"))
+    spark.sql("TRUNCATE TABLE kept")
+    spark.sql("ALTER TABLE kept ADD COLUMNS (extra STRING)")
+    spark.sql("ALTER TABLE kept RENAME TO kept_renamed")
+    spark.sql("DROP TABLE kept_renamed")
+    spark.sql("CREATE TABLE hive_text (a INT, b STRING) ROW FORMAT DELIMITED FIELDS TERMINATED BY ','")
+    spark.sql("INSERT OVERWRITE TABLE hive_text SELECT a, b FROM t1")
+    spark.table("hive_text").write.mode("overwrite").parquet(workspace.out("from_hive_text"))

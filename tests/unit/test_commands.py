@@ -1,6 +1,7 @@
-"""Commands recorded on real Spark, analyzed without a JVM: ``INSERT OVERWRITE DIRECTORY`` (data source, and
-Hive's), ``LOAD DATA`` and Hive-format tables (from ``tests/fixtures/record_hive_plans.py``). Names and facet
-values are those openlineage-spark 1.53 gives (see the parity scenarios)."""
+"""Commands recorded on real Spark, analyzed without a JVM: ``INSERT OVERWRITE DIRECTORY`` (data source and
+Hive), ``LOAD DATA``, Hive-format tables and the ``catalog`` facet of a session with Hive support (from
+``tests/fixtures/record_hive_plans.py``). Names and facet values are those openlineage-spark 1.53 gives (see
+the parity scenarios)."""
 
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ def test_hive_insert_overwrite_directory(hive_version: str) -> None:
     assert _ids(lineage.outputs) == [("file", f"{HIVE}/out/hive_dir_export")]
     assert lineage.outputs[0].lifecycle == "OVERWRITE"
     assert events[-1]["job"]["name"] == "fixture_recorder.execute_insert_into_hive_dir_command.out_hive_dir_export"
+    assert _facet(events[-1], "catalog") == HIVE_CATALOG
 
 
 @pytest.mark.parametrize(("fixture", "path"), [("hive_load_data-1", "rows.csv"), ("hive_load_data-2", "more.csv")])
@@ -101,8 +103,50 @@ def test_load_data(hive_version: str, fixture: str, path: str) -> None:
     assert output.lifecycle is None  # OVERWRITE INTO TABLE too, as the reference
     assert [f.name for f in output.schema or []] == ["a", "b"]
     assert events[-1]["job"]["name"] == "fixture_recorder.execute_load_data_command.default_loaded"
+    assert _facet(events[-1], "catalog") == HIVE_CATALOG
 
 
-def test_a_hive_create_table_is_named_after_its_location(hive_version: str) -> None:
-    _, events = _analyze(HIVE_PLANS / hive_version, "hive_load_data-0")
-    assert events[-1]["job"]["name"] == "fixture_recorder.execute_create_table_command.warehouse_loaded"
+def test_hive_tables_get_the_catalog_facet_where_the_reference_gives_it(hive_version: str) -> None:
+    directory = HIVE_PLANS / hive_version
+    _, create = _analyze(directory, "hive_table_insert-0")
+    assert create[-1]["job"]["name"] == "fixture_recorder.execute_create_table_command.warehouse_hive_target"
+    assert _facet(create[-1], "catalog") == HIVE_CATALOG
+    _, ctas = _analyze(directory, "hive_table_insert-3")
+    assert ctas[-1]["job"]["name"] == (
+        "fixture_recorder.execute_create_data_source_table_as_select_command.default_ds_target"
+    )
+    assert _facet(ctas[-1], "catalog") == HIVE_CATALOG
+    _, insert = _analyze(directory, "hive_table_insert-1")
+    assert _facet(insert[-1], "catalog") is None
+    assert _facet(insert[-1], "symlinks") == {
+        "identifiers": [{"namespace": f"file:{HIVE}/warehouse", "name": "default.hive_target", "type": "TABLE"}]
+    }
+
+
+@pytest.mark.parametrize(
+    ("fixture", "job", "dataset"),
+    [
+        ("hive_table_commands_and_read-2", "execute_insert_into_hadoop_fs_relation_command.out_from_kept", "kept"),
+        ("hive_table_commands_and_read-3", "execute_truncate_table_command.warehouse_kept", "kept"),
+        ("hive_table_commands_and_read-4", "execute_alter_table_add_columns_command", "kept"),
+        ("hive_table_commands_and_read-6", "drop_table", "kept_renamed"),
+        ("hive_table_commands_and_read-8", "execute_insert_into_hive_table.warehouse_hive_text", "hive_text"),
+        (
+            "hive_table_commands_and_read-9",
+            "execute_insert_into_hadoop_fs_relation_command.out_from_hive_text",
+            "hive_text",
+        ),
+    ],
+)
+def test_every_table_of_a_hive_session_has_the_catalog_facet(
+    hive_version: str, fixture: str, job: str, dataset: str
+) -> None:
+    """Reads (a data source table, a Hive text table), TRUNCATE, ALTER, DROP and Hive's own insert: the table,
+    input or output, carries Hive's catalog facet, as in the reference. (RENAME too, in the parity scenario: its
+    recording lost the race with the DROP that follows it, see the README's known limitations.)"""
+    _, events = _analyze(HIVE_PLANS / hive_version, fixture)
+    assert events[-1]["job"]["name"] == f"fixture_recorder.{job}"
+    tables = [d for d in events[-1]["inputs"] + events[-1]["outputs"] if d["name"] == f"{HIVE}/warehouse/{dataset}"]
+    assert len(tables) == 1
+    facet = {k: v for k, v in tables[0]["facets"]["catalog"].items() if not k.startswith("_")}
+    assert facet == HIVE_CATALOG
