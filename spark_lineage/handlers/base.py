@@ -144,7 +144,7 @@ def table_dataset(
         schema=schema_fields(schema_json or table.get("schema")),
         lifecycle=lifecycle,
     )
-    symlink = naming.warehouse_symlink(location, ctx.session.warehouse, database, name)
+    symlink = session_catalog(ctx.session).table_symlink(location, database, name)
     if symlink:
         dataset.symlinks.append(symlink)
     if with_catalog:
@@ -159,7 +159,7 @@ def session_catalog(session: SessionInfo) -> naming.SessionCatalog:
 
 def add_hive_catalog(dataset: DatasetLineage, session: SessionInfo) -> None:
     """The ``catalog`` facet openlineage-spark gives a dataset of a session with Hive support (an in-memory
-    session catalog gets none): Hive's ``default`` catalog and the warehouse."""
+    session catalog gets none): Hive's ``default`` catalog, the warehouse, and the metastore when one is set."""
     catalog = session_catalog(session)
     if not catalog.hive_support or catalog.warehouse_uri is None:
         return
@@ -168,6 +168,7 @@ def add_hive_catalog(dataset: DatasetLineage, session: SessionInfo) -> None:
         type="hive",
         name="default",
         warehouseUri=catalog.warehouse_uri,
+        metadataUri=catalog.metastore,
         source="spark",
         catalogProperties=None,  # the reference sends none; openlineage-python would send an empty map
         producer=PRODUCER,

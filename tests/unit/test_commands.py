@@ -150,3 +150,20 @@ def test_every_table_of_a_hive_session_has_the_catalog_facet(
     assert len(tables) == 1
     facet = {k: v for k, v in tables[0]["facets"]["catalog"].items() if not k.startswith("_")}
     assert facet == HIVE_CATALOG
+
+
+@pytest.mark.parametrize(
+    "key", ["spark.sql.hive.metastore.uris", "hive.metastore.uris", "spark.hadoop.hive.metastore.uris"]
+)
+def test_a_metastore_names_the_tables_and_the_catalog(hive_version: str, key: str) -> None:
+    conf = {key: "thrift://metastore.example:9083,thrift://standby.example:9083"}
+    lineage, events = _analyze(HIVE_PLANS / hive_version, "hive_load_data-1", **conf)
+    assert lineage.outputs[0].symlinks == [TableName("hive://metastore.example:9083", "default.loaded")]
+    assert _facet(events[-1], "catalog") == {**HIVE_CATALOG, "metadataUri": "hive://metastore.example:9083"}
+
+
+def test_a_metastore_without_hive_support_changes_nothing(version: str) -> None:
+    conf = {"spark.sql.hive.metastore.uris": "thrift://metastore.example:9083"}
+    lineage, events = _analyze(PLANS / version, "cl_v1_insert_into-1", **conf)
+    assert lineage.outputs[0].symlinks == [TableName("file:/tmp/spark-lineage-fixtures/warehouse", "default.v1_target")]
+    assert _facet(events[-1], "catalog") is None
