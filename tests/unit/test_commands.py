@@ -1,6 +1,7 @@
 """Commands recorded on real Spark, analyzed without a JVM: ``INSERT OVERWRITE DIRECTORY`` (data source and
 Hive), ``LOAD DATA``, Hive-format tables and the ``catalog`` facet of a session with Hive support (from
-``tests/fixtures/record_hive_plans.py``). Names and facet values are those openlineage-spark 1.53 gives (see
+``tests/fixtures/record_hive_plans.py``), and a query that fails while it is planned (``record_plans``'s
+parity scenarios). Names and facet values are those openlineage-spark 1.53 gives (see
 the parity scenarios)."""
 
 from __future__ import annotations
@@ -167,3 +168,12 @@ def test_a_metastore_without_hive_support_changes_nothing(version: str) -> None:
     lineage, events = _analyze(PLANS / version, "cl_v1_insert_into-1", **conf)
     assert lineage.outputs[0].symlinks == [TableName("file:/tmp/spark-lineage-fixtures/warehouse", "default.v1_target")]
     assert _facet(events[-1], "catalog") is None
+
+
+def test_a_query_that_fails_while_planned_is_filed_under_its_successful_runs_job(version: str) -> None:
+    _, succeeded = _analyze(PLANS / version, "cl_failed_insert_while_planning-1")
+    _, failed = _analyze(PLANS / version, "cl_failed_insert_while_planning-2")
+    assert [e["eventType"] for e in failed] == ["START", "FAIL"]
+    assert "CAST_INVALID_INPUT" in failed[-1]["run"]["facets"]["errorMessage"]["message"]
+    name = "fixture_recorder.execute_insert_into_hadoop_fs_relation_command.out_failed_plan"
+    assert {e["job"]["name"] for e in succeeded + failed} == {name}
