@@ -15,13 +15,21 @@ Scenario = Callable[[Any, Workspace], None]
 HIVE_SCENARIOS: dict[str, Scenario] = {}
 
 
-def hive_confs(workspace: Workspace) -> dict[str, str]:
-    """Hive support with its metastore in the workspace, so that each run starts from an empty one."""
+def hive_confs(workspace: Workspace, metastore: str | None = None) -> dict[str, str]:
+    """Hive support with its metastore in the workspace, so that each run starts from an empty one: embedded,
+    or the server at ``metastore`` (``thrift://host:port``), which names the tables ``hive://host:port``."""
+    where = (
+        {"spark.hadoop.hive.metastore.uris": metastore}
+        if metastore
+        else {
+            "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                f"jdbc:derby:;databaseName={workspace.base / 'metastore_db'};create=true"
+            )
+        }
+    )
     return {
         "spark.sql.catalogImplementation": "hive",
-        "spark.hadoop.javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={workspace.base / 'metastore_db'};create=true"
-        ),
+        **where,
         "spark.hadoop.hive.metastore.warehouse.dir": str(workspace.base / "warehouse"),
         # Derby writes its log where it is told, not into the directory the tests run from.
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={workspace.base}",
