@@ -12,10 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from openlineage.client.facet_v2 import catalog_dataset
-
 from spark_lineage import naming
-from spark_lineage.facets import PRODUCER
+from spark_lineage.facets import catalog_facet
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, SchemaField
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, SessionInfo
 
@@ -163,15 +161,13 @@ def add_hive_catalog(dataset: DatasetLineage, session: SessionInfo) -> None:
     catalog = session_catalog(session)
     if not catalog.hive_support or catalog.warehouse_uri is None:
         return
-    dataset.extra_facets["catalog"] = catalog_dataset.CatalogDatasetFacet(
+    dataset.extra_facets["catalog"] = catalog_facet(
         framework="hive",
         type="hive",
         name="default",
-        warehouseUri=catalog.warehouse_uri,
-        metadataUri=catalog.metastore,
+        warehouse=catalog.warehouse_uri,
+        metadata=catalog.metastore,
         source="spark",
-        catalogProperties=None,  # the reference sends none; openlineage-python would send an empty map
-        producer=PRODUCER,
     )
 
 
