@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from openlineage.client.facet_v2 import catalog_dataset, dataset_version_dataset, storage_dataset
+from openlineage.client.facet_v2 import dataset_version_dataset, storage_dataset
 
 from iceberg_facets.facets import commit_report_facet, scan_report_facet
 from spark_lineage import naming
-from spark_lineage.facets import PRODUCER
+from spark_lineage.facets import PRODUCER, catalog_facet
 from spark_lineage.lineage import DatasetLineage, OutputStatistics, SchemaField
 
 
@@ -27,14 +27,13 @@ def iceberg_table_dataset(
     symlink = catalog.symlink(identifier)
     if symlink is not None:
         dataset.symlinks.append(symlink)
-    dataset.extra_facets["catalog"] = catalog_dataset.CatalogDatasetFacet(
+    dataset.extra_facets["catalog"] = catalog_facet(
         framework="iceberg",
         type=catalog.type,
         name=catalog.name,
-        warehouseUri=catalog.warehouse,
-        metadataUri=catalog.uri,
+        warehouse=catalog.warehouse,
+        metadata=catalog.uri,
         source=source,
-        producer=PRODUCER,
     )
     return dataset
 

@@ -97,7 +97,9 @@ class EventBuilder:
 
     def query_job_name(self, query: CapturedQuery, lineage: QueryLineage) -> str:
         """``<app>.<physical root node>[.<output suffix>]``, as openlineage-spark names SQL jobs."""
-        node = query.executed_node or (query.tree.simple_name if query.tree else query.func_name)
+        node = query.executed_node or (
+            naming.planned_root_name(query.tree.simple_name) if query.tree else query.func_name
+        )
         command = naming.normalize_job_name(node)
         # As the reference: the node part only, which the normalizer has already left without dots.
         if self.config.replace_dot_with_underscore:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attr
+from openlineage.client.facet_v2 import catalog_dataset
 from openlineage.client.generated.base import RunFacet
 
 from spark_lineage._version import __version__
@@ -63,3 +64,20 @@ def environment_properties_facet(values: Mapping[str, str | None]) -> dict[str, 
         "_schemaURL": _RUN_FACET_SCHEMA,
         "environment-properties": {name: value for name, value in values.items() if value is not None},
     }
+
+
+def catalog_facet(
+    *, framework: str, type: str, name: str, source: str, warehouse: str | None = None, metadata: str | None = None
+) -> catalog_dataset.CatalogDatasetFacet:
+    """The ``catalog`` dataset facet, without ``catalogProperties``: openlineage-spark sends none, where
+    openlineage-python's class would send an empty map."""
+    return catalog_dataset.CatalogDatasetFacet(
+        framework=framework,
+        type=type,
+        name=name,
+        warehouseUri=warehouse,
+        metadataUri=metadata,
+        source=source,
+        catalogProperties=None,
+        producer=PRODUCER,
+    )

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from spark_lineage import naming
+from spark_lineage.facets import catalog_facet
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, SchemaField
-from spark_lineage.plan import CapturedNode, CatalystNode, Probe
+from spark_lineage.plan import CapturedNode, CatalystNode, Probe, SessionInfo
 
 
 class NodeHandler:
@@ -103,11 +104,15 @@ def table_dataset(
     location: str | None = None,
     lifecycle: str | None = None,
     schema_json: str | None = None,
+    with_catalog: bool = True,
 ) -> DatasetLineage | None:
     """The dataset for a session-catalog table: its location is the dataset, its ``db.table`` a symlink.
 
     ``table`` is a captured ``CatalogTable`` (probed, or looked up by the edge). A table that is gone by the
     time we look (after DROP) is placed where this session last saw it, else where the catalog would put it.
+    In a session with Hive support the dataset also gets Hive's ``catalog`` facet, as every dataset the
+    reference builds from a ``CatalogTable`` does; ``with_catalog=False`` for the one write it builds from the
+    written path (``InsertIntoHadoopFsRelationCommand``).
     """
     if table is None:
         if location is None:
@@ -137,10 +142,33 @@ def table_dataset(
         schema=schema_fields(schema_json or table.get("schema")),
         lifecycle=lifecycle,
     )
-    symlink = naming.warehouse_symlink(location, ctx.session.warehouse, database, name)
+    symlink = session_catalog(ctx.session).table_symlink(location, database, name)
     if symlink:
         dataset.symlinks.append(symlink)
+    if with_catalog:
+        add_hive_catalog(dataset, ctx.session)
     return dataset
+
+
+def session_catalog(session: SessionInfo) -> naming.SessionCatalog:
+    """What naming needs to know of the session catalog, read from the session's confs."""
+    return naming.SessionCatalog.from_spark_conf(session.conf, session.warehouse)
+
+
+def add_hive_catalog(dataset: DatasetLineage, session: SessionInfo) -> None:
+    """The ``catalog`` facet openlineage-spark gives a dataset of a session with Hive support (an in-memory
+    session catalog gets none): Hive's ``default`` catalog, the warehouse, and the metastore when one is set."""
+    catalog = session_catalog(session)
+    if not catalog.hive_support or catalog.warehouse_uri is None:
+        return
+    dataset.extra_facets["catalog"] = catalog_facet(
+        framework="hive",
+        type="hive",
+        name="default",
+        warehouse=catalog.warehouse_uri,
+        metadata=catalog.metastore,
+        source="spark",
+    )
 
 
 def table_suffix(table: CapturedNode | None) -> str | None:

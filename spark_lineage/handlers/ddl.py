@@ -33,12 +33,24 @@ class TableCommandHandler(NodeHandler):
 class CreateTableCommandHandler(TableCommandHandler):
     """``CREATE TABLE`` without a query."""
 
-    class_names = ("CreateDataSourceTableCommand", "CreateTableCommand")
+    class_names: tuple[str, ...] = ("CreateDataSourceTableCommand",)
     probes = {"table": Probe(("table",), "table")}
     lifecycle = "CREATE"
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
         return table_suffix(node.get("table"))
+
+
+@register
+class CreateHiveTableCommandHandler(CreateTableCommandHandler):
+    """``CREATE TABLE`` of a Hive-format table (``STORED AS``, ``ROW FORMAT``, or no ``USING`` with Hive
+    support), which the reference names after the table's location rather than its name."""
+
+    class_names = ("CreateTableCommand",)
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        dataset = table_dataset(node.get("table"), ctx)
+        return naming.path_job_suffix(dataset.identifier.name) if dataset else None
 
 
 @register

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from openlineage.client.facet_v2 import catalog_dataset, dataset_version_dataset, storage_dataset
+from openlineage.client.facet_v2 import dataset_version_dataset, storage_dataset
 
 from spark_lineage import naming
-from spark_lineage.facets import PRODUCER
+from spark_lineage.facets import PRODUCER, catalog_facet
 from spark_lineage.handlers.base import NodeHandler, schema_fields, table_dataset
 from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
 from spark_lineage.handlers.iceberg import V2TableFormat, v2_table_format
@@ -73,9 +73,7 @@ def describe_delta(dataset: DatasetLineage, *, version: Any = None, catalog: str
         storageLayer=DELTA, fileFormat="parquet", producer=PRODUCER
     )
     if catalog:
-        dataset.extra_facets["catalog"] = catalog_dataset.CatalogDatasetFacet(
-            framework=DELTA, type=DELTA, name=catalog, source="spark", producer=PRODUCER
-        )
+        dataset.extra_facets["catalog"] = catalog_facet(framework=DELTA, type=DELTA, name=catalog, source="spark")
     if version is not None:
         dataset.extra_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
             datasetVersion=str(version), producer=PRODUCER

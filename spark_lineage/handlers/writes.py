@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from spark_lineage import naming
-from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
+from spark_lineage.handlers.base import NodeHandler, add_hive_catalog, schema_fields, table_dataset, table_suffix
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
@@ -32,6 +32,8 @@ class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
             location=node.get("outputPath"),
             lifecycle=lifecycle,
             schema_json=node.get("schema"),
+            # The reference names this write from its path, and gives it no catalog facet.
+            with_catalog=False,
         )
         return [dataset] if dataset else []
 
@@ -118,3 +120,77 @@ class SaveAsV1TableCommandHandler(CreateTableAsSelectCommandHandler):
         lifecycle = self._LIFECYCLE_BY_MODE.get(str(node.get("mode")), None)
         dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
+
+
+@register
+class InsertIntoDataSourceDirCommandHandler(NodeHandler):
+    """``INSERT OVERWRITE DIRECTORY '/d' USING parquet SELECT …`` (and ``STORED AS PARQUET``/``ORC`` with Hive,
+    which Spark converts to it). The directory is the output; the job name keeps no suffix, as the reference's
+    has none for this command. Spark writes the files as a nested insert, reported as a query of its own."""
+
+    class_names = ("InsertIntoDataSourceDirCommand",)
+    probes = {
+        "location": Probe(("storage", "locationUri", "?", "toString")),
+        "overwrite": Probe(("overwrite",)),
+        "schema": Probe(("query", "schema", "json")),
+    }
+
+    def written_plan(self, node: CapturedNode) -> CatalystNode | None:
+        return node.plan_field("query")
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        return directory_output(node)
+
+
+@register
+class InsertIntoHiveDirCommandHandler(NodeHandler):
+    """``INSERT OVERWRITE [LOCAL] DIRECTORY '/d' STORED AS TEXTFILE SELECT …`` with Hive support: the directory
+    is the output, and its last two segments end the job name, as the reference names it."""
+
+    class_names = ("InsertIntoHiveDirCommand",)
+    probes = InsertIntoDataSourceDirCommandHandler.probes
+    reports_write_metrics = True
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        datasets = directory_output(node)
+        # The reference gives a Hive directory the session's Hive catalog facet, though no table is involved.
+        for dataset in datasets:
+            add_hive_catalog(dataset, ctx.session)
+        return datasets
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        location = node.get("location")
+        return naming.path_job_suffix(naming.from_location(location).name) if location else None
+
+
+def directory_output(node: CapturedNode) -> list[DatasetLineage]:
+    """The directory an ``INSERT OVERWRITE DIRECTORY`` writes, with the query's schema; OVERWRITE as the
+    statement says (Spark's parser knows no other form, but the command keeps the flag)."""
+    location = node.get("location")
+    if not location:
+        return []
+    lifecycle = "OVERWRITE" if node.get("overwrite") is True else None
+    return [
+        DatasetLineage(naming.from_location(location), schema=schema_fields(node.get("schema")), lifecycle=lifecycle)
+    ]
+
+
+@register
+class LoadDataCommandHandler(NodeHandler):
+    """``LOAD DATA [LOCAL] INPATH '/f' [OVERWRITE] INTO TABLE t``: the table is the output, named as any
+    session-catalog table, and the path it loads the input. Like the reference, no lifecycle state, even for
+    OVERWRITE."""
+
+    class_names = ("LoadDataCommand",)
+    probes = {"table": Probe(("table",), "table"), "path": Probe(("path",))}
+
+    def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        path = node.get("path")
+        return [DatasetLineage(naming.from_location(path))] if path else []
+
+    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        dataset = table_dataset(node.get("table"), ctx)
+        return [dataset] if dataset else []
+
+    def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
+        return table_suffix(node.get("table"))

@@ -210,10 +210,11 @@ class QueryReader:
         node = CapturedNode(class_name="CatalogTable")
         node.props["database"] = self._probes.option(identifier.database())
         node.props["table"] = str(identifier.table())
-        exists = bool(catalog.tableExists(identifier))
-        node.props["exists"] = exists
-        if exists:
-            table = catalog.getTableMetadata(identifier)
+        # A later statement may drop or rename the table between the two calls (a remote metastore makes that
+        # window wide): then it is gone, as if the first call had said so.
+        table = safe(lambda: catalog.getTableMetadata(identifier)) if catalog.tableExists(identifier) else None
+        node.props["exists"] = table is not None
+        if table is not None:
             node.props.update(self._probes.capture(table, "CatalogTable").props)
         else:
             node.props["defaultLocation"] = safe(lambda: str(catalog.defaultTablePath(identifier).toString()))

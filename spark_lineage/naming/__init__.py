@@ -20,10 +20,11 @@ from spark_lineage.naming.delta import has_delta_extension, is_delta_log
 from spark_lineage.naming.iceberg import ICEBERG_SPARK_CATALOGS, IcebergCatalog
 from spark_lineage.naming.identifiers import DatasetIdentifier, TableName
 from spark_lineage.naming.jdbc import jdbc_dataset, jdbc_uri
-from spark_lineage.naming.jobs import normalize_job_name, path_job_suffix, rdd_job_suffix
+from spark_lineage.naming.jobs import normalize_job_name, path_job_suffix, planned_root_name, rdd_job_suffix
 from spark_lineage.naming.kafka import kafka_dataset, option_topics
 from spark_lineage.naming.locations import (
     FILE_NAMESPACE,
+    SessionCatalog,
     default_table_location,
     from_location,
     input_directories,
@@ -39,6 +40,7 @@ __all__ = [
     "ICEBERG_SPARK_CATALOGS",
     "DatasetIdentifier",
     "IcebergCatalog",
+    "SessionCatalog",
     "TableName",
     "default_table_location",
     "from_location",
@@ -52,6 +54,7 @@ __all__ = [
     "normalize_job_name",
     "option_topics",
     "path_job_suffix",
+    "planned_root_name",
     "rdd_job_suffix",
     "read_directories",
     "trim_name",

@@ -24,6 +24,19 @@ def normalize_job_name(text: str | None) -> str:
     return re.sub(r"[^a-zA-Z0-9]+", "_", spaced.lower())
 
 
+_COMMANDS_NOT_NAMED_COMMAND = frozenset({"InsertIntoHiveTable"})
+"""V1 commands (``RunnableCommand``, ``DataWritingCommand``) whose class name does not end in ``Command``."""
+
+
+def planned_root_name(logical_root: str) -> str:
+    """The name of the physical node Spark plans a logical root into, for a query that failed before it was
+    planned (the optimizer threw): a V1 command runs as ``Execute <command>``, which is how its successful runs
+    are named, so that a failure is filed under the same job. Other roots keep their own name."""
+    if logical_root.endswith("Command") or logical_root in _COMMANDS_NOT_NAMED_COMMAND:
+        return f"Execute {logical_root}"
+    return logical_root
+
+
 def path_job_suffix(name: str) -> str:
     """The job-name suffix openlineage-spark derives from an output path: its last two segments."""
     trimmed = trim_name(name)

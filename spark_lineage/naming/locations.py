@@ -3,6 +3,8 @@ session-catalog tables, which are their location with a ``symlinks`` entry for t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from openlineage.client.dataset.dataset import DatasetConfig
@@ -60,6 +62,41 @@ def warehouse_symlink(table_location: str, warehouse: str | None, database: str 
     if location != warehouse_uri and not location.startswith(warehouse_uri + "/"):
         return None
     return TableName(namespace=warehouse_uri, name=f"{database}.{table}" if database else table)
+
+
+METASTORE_URI_KEYS = ("spark.sql.hive.metastore.uris", "hive.metastore.uris", "spark.hadoop.hive.metastore.uris")
+"""Where openlineage-spark looks for the Hive metastore, in its order: two SparkConf keys, then the Hadoop
+configuration (which ``spark.hadoop.hive.metastore.uris`` fills; a ``hive-site.xml`` is not read here)."""
+
+
+@dataclass(frozen=True)
+class SessionCatalog:
+    """How the session catalog's tables are named beyond their location: the warehouse, and with Hive support,
+    the metastore a ``hive.metastore.uris`` conf points at (as ``hive://host:port``)."""
+
+    warehouse: str | None
+    hive_support: bool = False
+    metastore: str | None = None
+
+    @classmethod
+    def from_spark_conf(cls, conf: Mapping[str, str], warehouse: str | None) -> SessionCatalog:
+        # openlineage-spark reads the metastore only when the session has Hive support.
+        hive = conf.get("spark.sql.catalogImplementation") == "hive"
+        uris = next((conf[key] for key in METASTORE_URI_KEYS if conf.get(key)), None) if hive else None
+        authority = urlsplit(uris.split(",", 1)[0].strip()).netloc if uris else ""
+        return cls(warehouse, hive, f"hive://{authority}" if authority else None)
+
+    def table_symlink(self, table_location: str, database: str | None, table: str) -> TableName | None:
+        """The ``symlinks`` entry of a table: in the metastore when there is one (wherever the table lives),
+        else in the warehouse (see :func:`warehouse_symlink`)."""
+        if self.metastore:
+            return TableName(namespace=self.metastore, name=f"{database}.{table}" if database else table)
+        return warehouse_symlink(table_location, self.warehouse, database, table)
+
+    @property
+    def warehouse_uri(self) -> str | None:
+        """The warehouse as a URI without a trailing slash, as the ``catalog`` facet's ``warehouseUri``."""
+        return location_uri(self.warehouse).rstrip("/") if self.warehouse else None
 
 
 def default_table_location(warehouse: str, database: str | None, table: str) -> str:

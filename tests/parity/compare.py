@@ -41,6 +41,9 @@ class RunSummary:
     outputs: frozenset[tuple[str, str]]
     columns: tuple[tuple[tuple[str, str], tuple[tuple[str, Sources], ...]], ...]
     """Per output dataset: per field (``dataset`` for dataset-level lineage), its input columns."""
+    facets: tuple[tuple[tuple[str, str, str], str], ...] = ()
+    """The dataset facets compared (only those a suite names): per (namespace, name, facet), the facet as
+    canonical JSON without ``_producer`` and ``_schemaURL``."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,9 @@ def load_allowed(path: Path = ALLOWED) -> list[AllowedDifference]:
 # --- reducing events -------------------------------------------------------------------------------------
 
 
-def summarize(events: list[dict[str, Any]]) -> dict[str, list[RunSummary]]:
-    """Runs by job name (in the order they started), with what each read, wrote, and its column lineage."""
+def summarize(events: list[dict[str, Any]], facets: tuple[str, ...] = ()) -> dict[str, list[RunSummary]]:
+    """Runs by job name (in the order they started), with what each read, wrote, and its column lineage; and
+    the dataset ``facets`` named."""
     by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for event in events:
         job_type = ((event.get("job", {}).get("facets") or {}).get("jobType") or {}).get("jobType")
@@ -122,8 +126,28 @@ def summarize(events: list[dict[str, Any]]) -> dict[str, list[RunSummary]]:
                 if facet:
                     columns[(dataset["namespace"], dataset["name"])] = _columns(facet)
         name = run_events[0]["job"]["name"]
-        runs[name].append(RunSummary(name, frozenset(inputs), frozenset(outputs), tuple(sorted(columns.items()))))
+        runs[name].append(
+            RunSummary(
+                name,
+                frozenset(inputs),
+                frozenset(outputs),
+                tuple(sorted(columns.items())),
+                _facets(run_events, facets),
+            )
+        )
     return runs
+
+
+def _facets(run_events: list[dict[str, Any]], names: tuple[str, ...]) -> tuple[tuple[tuple[str, str, str], str], ...]:
+    found: dict[tuple[str, str, str], str] = {}
+    for event in run_events:  # the last event that has it wins
+        for dataset in [*(event.get("inputs") or []), *(event.get("outputs") or [])]:
+            for facet_name in names:
+                facet = (dataset.get("facets") or {}).get(facet_name)
+                if facet:
+                    kept = {k: v for k, v in facet.items() if k not in ("_producer", "_schemaURL")}
+                    found[(dataset["namespace"], dataset["name"], facet_name)] = json.dumps(kept, sort_keys=True)
+    return tuple(sorted(found.items()))
 
 
 def _columns(facet: dict[str, Any]) -> tuple[tuple[str, Sources], ...]:
@@ -146,11 +170,15 @@ def _sources(input_fields: Iterable[dict[str, Any]]) -> Sources:
 # --- comparing ---------------------------------------------------------------------------------------------
 
 
-def differences(scenario: str, reference: dict[str, Any], ours: dict[str, Any]) -> list[Difference]:
+def differences(
+    scenario: str, reference: dict[str, Any], ours: dict[str, Any], facets: tuple[str, ...] = ()
+) -> list[Difference]:
+    """What differs between the two runs of ``scenario``; ``facets``: dataset facets compared as well (aspect
+    ``facets``, detail ``<namespace> <name> <facet>``)."""
     found: list[Difference] = []
     if reference.get("error") or ours.get("error"):
         found.append(Difference(scenario, "*", "error", "", reference.get("error") or "-", ours.get("error") or "-"))
-    reference_runs, our_runs = summarize(reference["events"]), summarize(ours["events"])
+    reference_runs, our_runs = summarize(reference["events"], facets), summarize(ours["events"], facets)
     for job in sorted(set(reference_runs) | set(our_runs)):
         theirs, mine = reference_runs.get(job, []), our_runs.get(job, [])
         if not mine or not theirs:
@@ -182,6 +210,19 @@ def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary)
                     f"{dataset[0]} {dataset[1]}",
                     "yes" if dataset in their_sets else "no",
                     "yes" if dataset in my_sets else "no",
+                )
+            )
+    their_facets, my_facets = dict(theirs.facets), dict(mine.facets)
+    for key in sorted(set(their_facets) | set(my_facets)):
+        if their_facets.get(key) != my_facets.get(key):
+            found.append(
+                Difference(
+                    scenario,
+                    job,
+                    "facets",
+                    " ".join(key),
+                    their_facets.get(key, "absent"),
+                    my_facets.get(key, "absent"),
                 )
             )
     their_columns, my_columns = dict(theirs.columns), dict(mine.columns)
@@ -264,6 +305,7 @@ def main() -> None:
     parser.add_argument("reference", nargs="?", type=Path)
     parser.add_argument("ours", nargs="?", type=Path)
     parser.add_argument("--spark", default="3.5")
+    parser.add_argument("--facets", default="", help="dataset facets to compare too, comma-separated")
     parser.add_argument("--readme", action="store_true", help="print the README's Known differences table")
     args = parser.parse_args()
     allowed = load_allowed()
@@ -273,7 +315,12 @@ def main() -> None:
     reference, ours = json.loads(args.reference.read_text()), json.loads(args.ours.read_text())
     status = 0
     for scenario in sorted(set(reference) | set(ours)):
-        found = differences(scenario, reference.get(scenario, {"events": []}), ours.get(scenario, {"events": []}))
+        found = differences(
+            scenario,
+            reference.get(scenario, {"events": []}),
+            ours.get(scenario, {"events": []}),
+            tuple(filter(None, args.facets.split(","))),
+        )
         verdict = judge(found, allowed, args.spark)
         for difference in verdict.unexplained:
             status = 1

@@ -10,12 +10,14 @@ scenario's events are those written between its start and the moment every liste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import traceback
 from pathlib import Path
 from typing import Any
 
+from tests.hive_metastore import hive_metastore
 from tests.jars import (
     SPARK_SHIPS,
     delta_spark,
@@ -26,14 +28,18 @@ from tests.jars import (
     sqlite_jdbc,
 )
 from tests.parity.delta_scenarios import DELTA_SCENARIOS, delta_confs
+from tests.parity.hive_scenarios import HIVE_SCENARIOS, hive_confs
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED, Workspace, prepare
 
 APP_NAME = "parity"
 NAMESPACE = "parity"
 JAVA_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+SUITES = {"main": SCENARIOS, "delta": DELTA_SCENARIOS, "hive": HIVE_SCENARIOS, "hive_metastore": HIVE_SCENARIOS}
 
 
-def session(agent: str, workspace: Workspace, events_file: Path, suite: str = "main") -> Any:
+def session(
+    agent: str, workspace: Workspace, events_file: Path, suite: str = "main", metastore: str | None = None
+) -> Any:
     import pyspark
     from pyspark.sql import SparkSession
 
@@ -53,6 +59,8 @@ def session(agent: str, workspace: Workspace, events_file: Path, suite: str = "m
     }
     if suite == "delta":  # Delta's application of its own: its extension and its catalog as spark_catalog
         packages, suite_confs = [str(delta_spark(pyspark.__version__))], delta_confs()
+    if suite.startswith("hive"):  # Hive's application of its own: Hive support, its metastore embedded or not
+        packages, suite_confs = [], hive_confs(workspace, metastore)
     for key, value in suite_confs.items():
         builder = builder.config(key, value)
     if agent == "java":
@@ -72,8 +80,20 @@ def session(agent: str, workspace: Workspace, events_file: Path, suite: str = "m
 def run(agent: str, workspace: Workspace, only: set[str] | None, suite: str = "main") -> dict[str, Any]:
     shutil.rmtree(workspace.base, ignore_errors=True)
     workspace.base.mkdir(parents=True)
+    with contextlib.ExitStack() as services:
+        metastore = None
+        if suite == "hive_metastore":  # a metastore server of this run's own, so that each run starts empty
+            metastore = services.enter_context(
+                hive_metastore(workspace.base / "metastore", workspace.base / "warehouse")
+            )
+        return run_scenarios(agent, workspace, only, suite, metastore)
+
+
+def run_scenarios(
+    agent: str, workspace: Workspace, only: set[str] | None, suite: str, metastore: str | None
+) -> dict[str, Any]:
     events_file = workspace.base / "events.jsonl"
-    spark = session(agent, workspace, events_file, suite)
+    spark = session(agent, workspace, events_file, suite, metastore)
     prepare(spark, workspace)
     handle = None
     if agent == "python":
@@ -91,7 +111,7 @@ def run(agent: str, workspace: Workspace, only: set[str] | None, suite: str = "m
         return events_file.read_text().splitlines() if events_file.exists() else []
 
     results: dict[str, Any] = {}
-    for name, scenario in (DELTA_SCENARIOS if suite == "delta" else SCENARIOS).items():
+    for name, scenario in SUITES[suite].items():
         if (only and name not in only) or (name in SERVICE_NEEDED and not workspace.has(SERVICE_NEEDED[name])):
             continue
         before = len(caught_up())
@@ -116,7 +136,12 @@ def main() -> None:
     parser.add_argument("--postgres", help="a PostgreSQL JDBC URL with the scenario tables")
     parser.add_argument("--kafka", help="a Kafka broker's bootstrap server")
     parser.add_argument("--only", help="comma-separated scenario names")
-    parser.add_argument("--suite", choices=("main", "delta"), default="main", help="delta: the Delta Lake scenarios")
+    parser.add_argument(
+        "--suite",
+        choices=tuple(SUITES),
+        default="main",
+        help="delta, hive: those scenarios; hive_metastore: Hive's through a metastore server",
+    )
     args = parser.parse_args()
     workspace = Workspace(args.base.resolve(), args.postgres, args.kafka)
     only = set(args.only.split(",")) if args.only else None

@@ -4,6 +4,7 @@ lineage must handle, and every JDBC case. Each scenario is a function of the ses
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -295,6 +296,61 @@ def iceberg_merge_update_delete(spark: Any, workspace: Workspace) -> None:
 def iceberg_replace_table_as_select(spark: Any, workspace: Workspace) -> None:
     spark.table("t2").writeTo("ice.db.replaced").using("iceberg").createOrReplace()
     spark.table("t1").selectExpr("a", "b AS d").writeTo("ice.db.replaced").using("iceberg").createOrReplace()
+
+
+# --- commands: directories, failures ----------------------------------------------------------------------
+
+
+@scenario
+def insert_overwrite_directory(spark: Any, workspace: Workspace) -> None:
+    spark.sql(
+        f"INSERT OVERWRITE DIRECTORY '{workspace.out('dir_export')}' USING parquet SELECT a, upper(b) AS ub FROM t1"
+    )
+
+
+def _raise_on_two(value: int) -> int:
+    if value == 2:
+        raise ValueError("no twos")
+    return value
+
+
+@scenario
+def failed_insert_udf(spark: Any, workspace: Workspace) -> None:
+    """The same write succeeds, then fails in a Python UDF at run time: both runs are one job."""
+    from pyspark.sql.functions import udf
+
+    checked = udf(_raise_on_two, "int")
+    path = workspace.out("failed_udf")
+    spark.table("t1").where("a <> 2").select(checked("a").alias("a"), "b").write.mode("overwrite").parquet(path)
+    with contextlib.suppress(Exception):  # the failure is the scenario
+        spark.table("t1").select(checked("a").alias("a"), "b").write.mode("overwrite").parquet(path)
+
+
+def _insert_then_fail_with_ansi(spark: Any, workspace: Workspace, table: str, failing_value: str) -> None:
+    """``INSERT INTO`` a path table, once successfully, then with ``failing_value`` as its second column and ANSI
+    on, which fails: both runs must be one job."""
+    spark.sql(f"CREATE TABLE {table} (a INT, n INT) USING parquet LOCATION '{workspace.out(table)}'")
+    spark.sql(f"INSERT INTO {table} SELECT a, c FROM t1")
+    previous = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        with contextlib.suppress(Exception):  # the failure is the scenario
+            spark.sql(f"INSERT INTO {table} SELECT a, {failing_value} FROM t1")
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", previous)
+
+
+@scenario
+def failed_insert_ansi_cast(spark: Any, workspace: Workspace) -> None:
+    """Fails at run time, casting a column of names to numbers."""
+    _insert_then_fail_with_ansi(spark, workspace, "failed_cast", "CAST(b AS INT)")
+
+
+@scenario
+def failed_insert_while_planning(spark: Any, workspace: Workspace) -> None:
+    """Fails before it runs: the optimizer folds the cast of a constant that is no number, and the error comes
+    out of planning."""
+    _insert_then_fail_with_ansi(spark, workspace, "failed_plan", "CAST('x' AS INT)")
 
 
 # --- JDBC --------------------------------------------------------------------------------------------------

@@ -25,6 +25,20 @@ def spark_line() -> str:
     return ".".join(pyspark.__version__.split(".")[:2])
 
 
+def selected_scenarios(request: Any, scenarios: Collection[str]) -> list[str]:
+    """The driver arguments that run only the scenarios this pytest session selected (``-k``): a run of the
+    whole suite takes minutes per agent. Every scenario when a test about the whole suite is selected."""
+    chosen: set[str] = set()
+    for item in request.session.items:
+        if item.module is not request.module or request.fixturename not in item.fixturenames:
+            continue
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "scenario" not in callspec.params:
+            return []
+        chosen.add(callspec.params["scenario"])
+    return ["--only", ",".join(sorted(chosen))] if chosen and chosen != set(scenarios) else []
+
+
 def run_both(work: Path, driver_args: list[str]) -> Runs:
     """Both runs of a suite, one after the other in the same directory so that paths are the same."""
     results = {}
@@ -38,8 +52,9 @@ def run_both(work: Path, driver_args: list[str]) -> Runs:
     return results
 
 
-def assert_matches_reference(scenario: str, runs: Runs) -> None:
-    """Our events for ``scenario`` are valid and differ from the reference's only as allowed."""
+def assert_matches_reference(scenario: str, runs: Runs, facets: tuple[str, ...] = ()) -> None:
+    """Our events for ``scenario`` are valid and differ from the reference's only as allowed; ``facets``: the
+    dataset facets compared as well."""
     reference, ours = runs["java"][scenario], runs["python"][scenario]
     assert not reference["error"] and not ours["error"], (reference["error"], ours["error"])
     assert any(e["job"]["facets"]["jobType"]["jobType"] in ("SQL_JOB", "RDD_JOB") for e in reference["events"]), (
@@ -47,20 +62,20 @@ def assert_matches_reference(scenario: str, runs: Runs) -> None:
     )
     for event in ours["events"]:
         validate_event(event)
-    verdict = judge(differences(scenario, reference, ours), load_allowed(), spark_line())
+    verdict = judge(differences(scenario, reference, ours, facets), load_allowed(), spark_line())
     assert not verdict.unexplained, "differences from openlineage-spark not in allowed_differences.toml:\n" + "\n".join(
         str(d) for d in verdict.unexplained
     )
 
 
-def assert_no_stale_allowances(runs: Runs, scenarios: Collection[str]) -> None:
+def assert_no_stale_allowances(runs: Runs, scenarios: Collection[str], facets: tuple[str, ...] = ()) -> None:
     """An allowed difference about these scenarios that no longer shows is a difference fixed, or a test that
     would not notice one."""
     spark = spark_line()
     found: list[Difference] = []
     for scenario in scenarios:
         if scenario in runs["java"] and scenario in runs["python"]:
-            found.extend(differences(scenario, runs["java"][scenario], runs["python"][scenario]))
+            found.extend(differences(scenario, runs["java"][scenario], runs["python"][scenario], facets))
     stale = [
         entry
         for entry in load_allowed()

@@ -10,7 +10,7 @@ import pytest
 
 from tests.parity.compare import load_allowed
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED
-from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both
+from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both, selected_scenarios
 from tests.postgres_server import Postgres
 
 # The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
@@ -23,12 +23,14 @@ def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None, kafka: Any) -> Runs:
+def runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None, kafka: Any
+) -> Runs:
     """Both runs of every scenario, each in a Spark application of its own (the reference's listener can only
     be loaded at start-up)."""
     pytest.importorskip("pyspark")
     arguments = [arg for service, url in servers(postgres, kafka).items() if url for arg in (f"--{service}", url)]
-    return run_both(tmp_path_factory.mktemp("parity"), arguments)
+    return run_both(tmp_path_factory.mktemp("parity"), arguments + selected_scenarios(request, SCENARIOS))
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

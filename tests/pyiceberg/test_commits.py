@@ -103,7 +103,6 @@ def test_append_is_a_run_with_the_commit_report_and_the_table_identity(
         "warehouseUri": f"file://{tmp_path}/warehouse",
         "metadataUri": f"jdbc:sqlite:{tmp_path}/catalog.db",
         "source": "pyiceberg",
-        "catalogProperties": {},
     }
     assert {k: v for k, v in facets["storage"].items() if not k.startswith("_")} == {
         "storageLayer": "iceberg",

@@ -154,3 +154,33 @@ def test_kafka_namespace_is_the_first_bootstrap_server(servers: str | None, name
 )
 def test_kafka_option_topics(options: dict[str, str], topics: list[str]) -> None:
     assert naming.option_topics(options) == topics
+
+
+def test_session_catalog_names_tables_in_the_metastore_with_hive_support() -> None:
+    """openlineage-spark's order: ``spark.sql.hive.metastore.uris``, ``hive.metastore.uris``, then the Hadoop
+    configuration's (``spark.hadoop.…``); the first URI of a list; and only when the session has Hive support."""
+    hive = {"spark.sql.catalogImplementation": "hive"}
+    cases = [
+        ({**hive, "spark.sql.hive.metastore.uris": "thrift://ms1:9083,thrift://ms2:9083"}, "hive://ms1:9083"),
+        (
+            {**hive, "hive.metastore.uris": "thrift://ms:9083", "spark.hadoop.hive.metastore.uris": "thrift://x:1"},
+            "hive://ms:9083",
+        ),
+        (
+            {**hive, "spark.hadoop.hive.metastore.uris": "thrift://metastore.example:9083"},
+            "hive://metastore.example:9083",
+        ),
+        ({"spark.sql.hive.metastore.uris": "thrift://ms:9083"}, None),
+        (hive, None),
+    ]
+    for conf, metastore in cases:
+        assert naming.SessionCatalog.from_spark_conf(conf, "file:/wh").metastore == metastore, conf
+    catalog = naming.SessionCatalog.from_spark_conf(cases[2][0], "file:/wh")
+    # In the metastore, a table is named wherever it lives; without one, only inside the warehouse.
+    assert catalog.table_symlink("s3a://bucket/t", "sales", "t") == TableName(
+        "hive://metastore.example:9083", "sales.t"
+    )
+    plain = naming.SessionCatalog.from_spark_conf({}, "/wh/")
+    assert plain.table_symlink("file:/wh/t", "default", "t") == TableName("file:/wh", "default.t")
+    assert plain.table_symlink("s3a://bucket/t", "default", "t") is None
+    assert (plain.hive_support, plain.warehouse_uri) == (False, "file:/wh")
