@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,30 +10,46 @@ from typing import Any
 
 import pytest
 
-from tests.jars import SPARK_SHIPS, iceberg_runtime, postgres_jdbc, scala_version, spark_kafka, sqlite_jdbc
+from tests.jars import (
+    ICEBERG_VERSION,
+    SPARK_SHIPS,
+    iceberg_runtime,
+    postgres_jdbc,
+    spark_avro,
+    spark_kafka,
+    sqlite_jdbc,
+)
 from tests.kafka_server import Kafka, KafkaUnavailableError, check_available, kafka_server
 from tests.postgres_server import Postgres, PostgresUnavailableError, binaries, postgres_server, run_sql
 from tests.support import LineageReceiver
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``once`` run only on the PySpark line SPARK_LINEAGE_ONCE_ON names (scripts/test sets it to
-    the line pip installs by default), and everywhere when it is not set."""
-    line = os.environ.get("SPARK_LINEAGE_ONCE_ON")
-    if not line:
-        return
+def installed_pyspark() -> str | None:
     try:
         from importlib.metadata import version
 
-        current = version("pyspark")
+        return version("pyspark")
     except Exception:  # noqa: BLE001 - no PySpark here (the pyiceberg-only environment)
-        current = "none"
-    if current == line:
-        return
-    skip = pytest.mark.skip(reason=f"runs once per test run, on pyspark {line}")
+        return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``once`` run only on the PySpark line SPARK_LINEAGE_ONCE_ON names (scripts/test sets it to
+    one line), and everywhere when it is not set. Tests marked ``iceberg`` are skipped on a PySpark line
+    Iceberg ships no Spark runtime for."""
+    current = installed_pyspark()
+    skips = {}
+    line = os.environ.get("SPARK_LINEAGE_ONCE_ON")
+    if line and current != line:
+        skips["once"] = pytest.mark.skip(reason=f"runs once per test run, on pyspark {line}")
+    if current is not None and iceberg_runtime(current) is None:
+        skips["iceberg"] = pytest.mark.skip(
+            reason=f"Iceberg {ICEBERG_VERSION} has no Spark runtime for pyspark {current}"
+        )
     for item in items:
-        if "once" in item.keywords:
-            item.add_marker(skip)
+        for keyword, skip in skips.items():
+            if keyword in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -47,20 +64,21 @@ def iceberg_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
-    """One local Spark session for the whole run: starting a JVM costs seconds. It has two Iceberg catalogs:
-    ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite)."""
+    """One local Spark session for the whole run: starting a JVM costs seconds. Where Iceberg has a runtime for
+    the PySpark line, it has two Iceberg catalogs: ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite)."""
     pyspark = pytest.importorskip("pyspark")
     pyspark_sql = pytest.importorskip("pyspark.sql")
-    scala = scala_version(pyspark.__version__)
+    iceberg = iceberg_runtime(pyspark.__version__)
     packages = [
-        # Avro is an external Spark module; Iceberg's runtime and the sqlite JDBC driver come the same way.
-        f"org.apache.spark:spark-avro_{scala}:{pyspark.__version__}",
-        iceberg_runtime(pyspark.__version__),
+        # Avro and Kafka are external Spark modules; Iceberg's runtime and the JDBC drivers come the same way.
+        spark_avro(pyspark.__version__),
+        *([iceberg] if iceberg else []),
         sqlite_jdbc(),
         postgres_jdbc(),
         spark_kafka(pyspark.__version__),
     ]
-    catalogs = {
+    iceberg_confs = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.hcat.type": "hadoop",
         "spark.sql.catalog.hcat.warehouse": str(iceberg_dir / "hadoop_warehouse"),
@@ -78,10 +96,10 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
         .config("spark.default.parallelism", "1")
         .config("spark.jars.packages", ",".join(packages))
         .config("spark.jars.excludes", SPARK_SHIPS)
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
     )
-    for key, value in catalogs.items():
-        builder = builder.config(key, value)
+    if iceberg:
+        for key, value in iceberg_confs.items():
+            builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
@@ -90,6 +108,9 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
 
 # Every test run, and every process it starts, spools its lineage events in a directory of its own.
 os.environ["SPARK_LINEAGE_SPOOL_DIR"] = tempfile.mkdtemp(prefix="spark-lineage-test-spool-")
+# Spark's Python workers run PYSPARK_PYTHON, else whatever `python3` is first on PATH, which may lack what a UDF
+# needs (on Spark 4.3 a plain Python UDF imports pyarrow in the worker): the tests' own interpreter.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 POSTGRES_TABLES = """
 CREATE TABLE public.orders (id INTEGER, cid INTEGER, amount DOUBLE PRECISION);

@@ -14,21 +14,43 @@ def scala_version(pyspark_version: str) -> str:
     return "2.12" if pyspark_version.startswith("3.") else "2.13"
 
 
-def iceberg_runtime(pyspark_version: str) -> str:
-    """The Iceberg Spark runtime for a PySpark version."""
-    spark_line = ".".join(pyspark_version.split(".")[:2])
-    return f"org.apache.iceberg:iceberg-spark-runtime-{spark_line}_{scala_version(pyspark_version)}:{ICEBERG_VERSION}"
+def spark_line(pyspark_version: str) -> str:
+    return ".".join(pyspark_version.split(".")[:2])
 
 
-SPARK_KAFKA_VERSIONS = {"3.5.9": "3.5.7"}
-"""Where Maven Central lacks Spark's Kafka module for a release (3.5.8 and 3.5.9 are not served), the newest
-release of the same line that is: a patch release changes no API the module uses."""
+ICEBERG_RUNTIME_LINES = frozenset({"3.5", "4.0", "4.1"})
+"""The Spark lines Iceberg ICEBERG_VERSION ships a Spark runtime for (none for 4.2 or 4.3 yet)."""
+
+
+def iceberg_runtime(pyspark_version: str) -> str | None:
+    """The Iceberg Spark runtime for a PySpark version, ``None`` where Iceberg has none for its line."""
+    line = spark_line(pyspark_version)
+    if line not in ICEBERG_RUNTIME_LINES:
+        return None
+    return f"org.apache.iceberg:iceberg-spark-runtime-{line}_{scala_version(pyspark_version)}:{ICEBERG_VERSION}"
+
+
+SPARK_MODULE_VERSIONS = {"3.5.9": "3.5.7", "4.0.5": "4.0.2", "4.3.0": "4.2.0"}
+"""Where Maven Central does not serve Spark's external modules (Avro, Kafka) for a PySpark release, the newest
+release that it serves for both: of the same line where there is one (a patch release changes no API the
+modules use), else of the line before (4.3.0 has none on Maven Central yet; 4.2.0's are built against the same
+data source API)."""
+
+
+def spark_module(artifact: str, pyspark_version: str) -> str:
+    """One of Spark's external modules (``spark-avro``, ``spark-sql-kafka-0-10``) for a PySpark version."""
+    version = SPARK_MODULE_VERSIONS.get(pyspark_version, pyspark_version)
+    return f"org.apache.spark:{artifact}_{scala_version(pyspark_version)}:{version}"
 
 
 def spark_kafka(pyspark_version: str) -> str:
-    """Spark's Kafka source and sink, an external module of Spark's own release."""
-    version = SPARK_KAFKA_VERSIONS.get(pyspark_version, pyspark_version)
-    return f"org.apache.spark:spark-sql-kafka-0-10_{scala_version(pyspark_version)}:{version}"
+    """Spark's Kafka source and sink."""
+    return spark_module("spark-sql-kafka-0-10", pyspark_version)
+
+
+def spark_avro(pyspark_version: str) -> str:
+    """Spark's Avro data source."""
+    return spark_module("spark-avro", pyspark_version)
 
 
 SPARK_SHIPS = "org.xerial.snappy:snappy-java,org.slf4j:slf4j-api"
@@ -52,10 +74,6 @@ DELTA_VERSIONS = {"3.5": "3.3.2", "4.0": "4.0.1", "4.1": "4.1.0"}
 """delta-spark for each PySpark line (PyPI and Maven Central alike): the release built for that Spark line.
 Delta 3.3 is the last for Spark 3.5; 4.0.x is for Spark 4.0; 4.1.0 is the first built for Spark 4.1 (later
 4.x releases are built for it too)."""
-
-
-def spark_line(pyspark_version: str) -> str:
-    return ".".join(pyspark_version.split(".")[:2])
 
 
 def delta_version(pyspark_version: str) -> str | None:

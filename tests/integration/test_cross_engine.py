@@ -12,6 +12,8 @@ from tests.support import LineageReceiver, only_run
 
 pytest.importorskip("pyiceberg")
 
+pytestmark = [pytest.mark.spark, pytest.mark.iceberg]
+
 
 def identity(dataset: dict[str, Any]) -> dict[str, Any]:
     """Everything that names a dataset and describes it, without who produced the facets."""

@@ -16,7 +16,7 @@ import pytest
 import spark_lineage
 from tests.support import LineageReceiver, datasets, only_run, runs_by_job
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.iceberg]
 
 _names = itertools.count()
 

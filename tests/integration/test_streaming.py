@@ -215,6 +215,7 @@ def test_a_failed_query_ends_its_run_as_failed(
     assert datasets(run[-1], "inputs") == [("file", str(source))]
 
 
+@pytest.mark.iceberg
 def test_a_stream_into_an_iceberg_table_names_the_table(
     spark: Any, lineage: Any, receiver: LineageReceiver, iceberg_dir: Path, tmp_path: Path
 ) -> None:

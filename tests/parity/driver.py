@@ -43,7 +43,8 @@ def session(
     import pyspark
     from pyspark.sql import SparkSession
 
-    packages = [iceberg_runtime(pyspark.__version__), sqlite_jdbc(), postgres_jdbc(), spark_kafka(pyspark.__version__)]
+    iceberg = iceberg_runtime(pyspark.__version__)
+    packages = [*([iceberg] if iceberg else []), sqlite_jdbc(), postgres_jdbc(), spark_kafka(pyspark.__version__)]
     builder = (
         SparkSession.builder.master("local[1]")
         .appName(APP_NAME)
@@ -51,12 +52,16 @@ def session(
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.warehouse.dir", str(workspace.base / "warehouse"))
     )
-    suite_confs = {
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.ice.type": "hadoop",
-        "spark.sql.catalog.ice.warehouse": str(workspace.base / "ice"),
-    }
+    suite_confs = (
+        {}
+        if iceberg is None
+        else {
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.ice.type": "hadoop",
+            "spark.sql.catalog.ice.warehouse": str(workspace.base / "ice"),
+        }
+    )
     if suite == "delta":  # Delta's application of its own: its extension and its catalog as spark_catalog
         packages, suite_confs = [str(delta_spark(pyspark.__version__))], delta_confs()
     if suite.startswith("hive"):  # Hive's application of its own: Hive support, its metastore embedded or not
@@ -143,7 +148,10 @@ def main() -> None:
         help="delta, hive: those scenarios; hive_metastore: Hive's through a metastore server",
     )
     args = parser.parse_args()
-    workspace = Workspace(args.base.resolve(), args.postgres, args.kafka)
+    import pyspark
+
+    iceberg = iceberg_runtime(pyspark.__version__) is not None
+    workspace = Workspace(args.base.resolve(), args.postgres, args.kafka, iceberg)
     only = set(args.only.split(",")) if args.only else None
     args.out.write_text(json.dumps(run(args.agent, workspace, only, args.suite), indent=1, sort_keys=True))
 

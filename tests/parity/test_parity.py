@@ -8,9 +8,17 @@ from typing import Any
 
 import pytest
 
+from tests.jars import iceberg_runtime
 from tests.parity.compare import load_allowed
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED
-from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both, selected_scenarios
+from tests.parity.suite import (
+    Runs,
+    assert_matches_reference,
+    assert_no_stale_allowances,
+    run_both,
+    selected_scenarios,
+    spark_line,
+)
 from tests.postgres_server import Postgres
 
 # The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
@@ -20,6 +28,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
 def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
     """The servers scenarios need, by service: ``None`` where one does not run here."""
     return {"postgres": postgres.jdbc_url if postgres else None, "kafka": kafka.bootstrap if kafka else None}
+
+
+def missing(service: str, postgres: Postgres | None, kafka: Any) -> str | None:
+    """Why a scenario that needs ``service`` cannot run here, ``None`` where it can."""
+    if service == "iceberg":
+        import pyspark
+
+        return None if iceberg_runtime(pyspark.__version__) else f"Iceberg has no Spark runtime for {spark_line()}"
+    if servers(postgres, kafka)[service] is None:
+        return f"no {service} server here (scripts/test installs and starts one)"
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +54,9 @@ def runs(
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_scenario_matches_the_reference(scenario: str, runs: Runs, postgres: Postgres | None, kafka: Any) -> None:
-    service = SERVICE_NEEDED.get(scenario)
-    if service is not None and servers(postgres, kafka)[service] is None:
-        pytest.skip(f"no {service} server here (scripts/test installs and starts one)")
+    reason = missing(SERVICE_NEEDED[scenario], postgres, kafka) if scenario in SERVICE_NEEDED else None
+    if reason is not None:
+        pytest.skip(reason)
     assert_matches_reference(scenario, runs)
 
 
