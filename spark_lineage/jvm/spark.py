@@ -96,13 +96,24 @@ class QueryReader:
                 self._rules, self._errors = None, []
             root_class = query.tree.simple_name if query.tree is not None else root_name
             self._read_execution(qe, query, rules.wants_metrics(root_class))
-        # Spark keeps the SQL text a plan was parsed from in its root's origin (the optimized root keeps it).
-        query.sql = _guard(
-            query,
-            "sql text",
-            lambda: self._probes.option((plan if plan is not None else qe.logical()).origin().sqlText()),
-        )
+        query.sql = _guard(query, "sql text", lambda: self._sql_text(qe, plan))
         return query
+
+    def _sql_text(self, qe: Any, plan: Any) -> str | None:
+        """The SQL text the query was parsed from. Spark keeps it in the origin of the nodes its parser made:
+        the root's, usually (the optimized root keeps it). Where an analyzer rule replaced the root (a CTAS,
+        and the write it runs, on Spark 4.2 and later), the parsed query below it still has it; deeper nodes
+        are not searched, which would cost round trips on every DataFrame query, whose nodes have none."""
+        logical = qe.logical()
+        root = plan if plan is not None else logical
+        text = self._probes.option(root.origin().sqlText())
+        if text is None:
+            children = logical.children()
+            for index in range(children.size()):
+                text = self._probes.option(children.apply(index).origin().sqlText())
+                if text is not None:
+                    break
+        return None if text is None else str(text)
 
     # --- plans ---------------------------------------------------------------------------------------------
 
