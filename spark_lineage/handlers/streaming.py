@@ -19,7 +19,7 @@ from spark_lineage.handlers.iceberg import v2_dataset
 from spark_lineage.handlers.kafka import topic_datasets
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
-from spark_lineage.plan import CapturedNode, Probe
+from spark_lineage.plan import CapturedNode, Opaque, Probe
 
 _KAFKA_OPTIONS = frozenset({"kafka.bootstrap.servers", "topic"})
 
@@ -76,26 +76,35 @@ class MicroBatchV2WriteHandler(NodeHandler):
 
     class_names = ("WriteToMicroBatchDataSource",)
     probes = {
-        "tableClass": Probe(("table", "getClass", "getName")),
-        "relation": Probe(("relation", "?"), "node"),
         "options": Probe(("writeOptions",), "map", keys=_KAFKA_OPTIONS),
         "schema": Probe(("query", "schema", "json")),
     }
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        table = naming_of_class(node.get("tableClass"))
+        relation = node.probed_field("relation")
+        table = naming_of_class(sink_table_class(node, relation))
         if table == "KafkaTable":
             datasets = topic_datasets(lowercase_options(node), schema_fields(node.get("schema")))
             if not datasets:
                 ctx.errors.append("a Kafka streaming sink without a topic option: its output is not reported")
             return datasets[:1]
-        relation: CapturedNode | None = node.get("relation")
         if relation is not None:
             dataset = v2_dataset(relation, ctx, role="output")
             return [dataset] if dataset else []
         if table not in _NO_DATASET_SINKS:
             ctx.errors.append(f"a {table} streaming sink: its output is not reported")
         return []
+
+
+def sink_table_class(node: CapturedNode, relation: CapturedNode | None) -> str | None:
+    """The class of the table a micro-batch writes to. Up to Spark 4.1 the node holds it as ``table`` beside an
+    optional relation, on 4.2 as ``sinkTable``; from 4.3 on, ``relation`` is always set and holds it."""
+    for field_name in ("table", "sinkTable"):
+        value = node.tree.fields.get(field_name) if node.tree is not None else None
+        if isinstance(value, Opaque):
+            return value.class_name
+    table = relation.get("table") if relation is not None else None
+    return table.class_name if isinstance(table, CapturedNode) else None
 
 
 @register

@@ -17,7 +17,7 @@ from spark_lineage.events import EventBuilder
 from spark_lineage.jvm import PendingQuery, PendingStreamEvent, QueryListener, StreamEventKind, StreamStarted
 from spark_lineage.jvm.streaming import StreamTerminated
 from spark_lineage.lineage import AnalysisContext
-from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, SessionInfo
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, Opaque, SessionInfo
 from spark_lineage.streaming import MicroBatch, StreamTracker
 from spark_lineage.worker import ErrorLog
 from tests.support import validate_event
@@ -42,15 +42,26 @@ def _kafka_source(offsets: dict[str, dict[str, int]]) -> CatalystNode:
     )
 
 
-def _kafka_sink(child: CatalystNode, **options: str) -> CatalystNode:
+KAFKA_TABLE = "org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable"
+SINK_SHAPES = ("spark-3.5-4.1", "spark-4.2", "spark-4.3")
+"""Where ``WriteToMicroBatchDataSource`` keeps its table: ``table`` beside an optional relation, then
+``sinkTable``, then only inside ``relation``, always set."""
+
+
+def _kafka_sink(child: CatalystNode, shape: str = SINK_SHAPES[0], **options: str) -> CatalystNode:
+    fields: dict[str, Any] = {"table": Opaque(KAFKA_TABLE)}
+    if shape == "spark-4.2":
+        fields = {"sinkTable": Opaque(KAFKA_TABLE)}
+    elif shape == "spark-4.3":
+        table = CapturedNode(KAFKA_TABLE)
+        fields = {
+            "relation": _node("org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation", {"table": table})
+        }
     return _node(
         "org.apache.spark.sql.execution.streaming.sources.WriteToMicroBatchDataSource",
-        {
-            "tableClass": "org.apache.spark.sql.kafka010.KafkaSourceProvider$KafkaTable",
-            "options": options,
-            "schema": SCHEMA,
-        },
+        {"options": options, "schema": SCHEMA},
         child,
+        **fields,
     )
 
 
@@ -72,10 +83,12 @@ def _lineage(tree: CatalystNode) -> tuple[list[tuple[str, str]], list[tuple[str,
     return names(lineage.inputs), names(lineage.outputs), lineage.errors
 
 
-def test_kafka_to_kafka_names_the_topics_of_the_offsets_on_the_first_server() -> None:
+@pytest.mark.parametrize("shape", SINK_SHAPES)
+def test_kafka_to_kafka_names_the_topics_of_the_offsets_on_the_first_server(shape: str) -> None:
     """The end offsets name the topics a batch read, whatever subscribed them (a pattern too)."""
     tree = _kafka_sink(
         _kafka_source({"orders": {"0": 4}, "returns": {"0": 1, "1": 2}}),
+        shape,
         **{"kafka.bootstrap.servers": SERVERS, "topic": "copy"},
     )
     assert _lineage(tree) == ([(KAFKA, "orders"), (KAFKA, "returns")], [(KAFKA, "copy")], [])
@@ -111,8 +124,9 @@ def test_foreach_batch_and_console_sinks_write_no_dataset_and_no_error() -> None
     assert _lineage(_file_sink(_kafka_source({"a": {"0": 1}}), foreach)) == ([(KAFKA, "a")], [], [])
     console = _node(
         "org.apache.spark.sql.execution.streaming.sources.WriteToMicroBatchDataSource",
-        {"tableClass": "org.apache.spark.sql.execution.streaming.ConsoleTable$", "options": {}},
+        {"options": {}},
         _kafka_source({"a": {"0": 1}}),
+        table=Opaque("org.apache.spark.sql.execution.streaming.ConsoleTable$"),
     )
     assert _lineage(console) == ([(KAFKA, "a")], [], [])
 
