@@ -111,6 +111,9 @@ def analyze(query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageCo
     root = probed(tree)
     if handler is not None and handler.reported_by_outer_command(root):
         return result
+    if handler is not None and handler.wraps_reported_queries:
+        result.wraps_reported_queries = True
+        return result
     inputs: list[DatasetLineage] = []
     written = handler.written_plan(root) if handler is not None else None
     if handler is not None:
@@ -135,8 +138,9 @@ def analyze(query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageCo
 
 
 def is_empty(lineage: QueryLineage) -> bool:
-    """A query that touched no dataset and lost nothing (SET, SHOW, spark.range(...).collect())."""
-    return not (lineage.inputs or lineage.outputs or lineage.errors)
+    """A query that touched no dataset and lost nothing (SET, SHOW, spark.range(...).collect()), and is not a
+    command that is reported without datasets."""
+    return not (lineage.inputs or lineage.outputs or lineage.errors or lineage.wraps_reported_queries)
 
 
 def _dedupe(datasets: list[DatasetLineage]) -> list[DatasetLineage]:

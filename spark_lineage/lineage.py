@@ -111,6 +111,8 @@ class QueryLineage:
     job_suffix: str | None = None
     errors: list[str] = field(default_factory=list)
     """Why some of the query's lineage may be missing; reported in the extraction-error facet."""
+    wraps_reported_queries: bool = False
+    """The query only ran others that are reported themselves: reported without datasets."""
 
 
 @dataclass

@@ -25,6 +25,10 @@ class NodeHandler:
     probes: ClassVar[Mapping[str, Probe]] = {}
     reports_write_metrics: ClassVar[bool] = False
     """True for write commands: the edge then reads the execution's SQL metrics (rows, bytes, files)."""
+    wraps_reported_queries: ClassVar[bool] = False
+    """True for a command that only runs other commands, each reported as a query of its own with the datasets
+    it reads and writes (``saveAsTable`` on Spark 4.1+): the command's own run names no dataset, as
+    openlineage-spark's does, and is reported all the same."""
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         return []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, add_hive_catalog, schema_fields, table_dataset, table_suffix
 from spark_lineage.handlers.registry import register
@@ -99,27 +97,13 @@ class CreateHiveTableAsSelectCommandHandler(CreateTableAsSelectCommandHandler):
 
 
 @register
-class SaveAsV1TableCommandHandler(CreateTableAsSelectCommandHandler):
-    """``saveAsTable`` into the session catalog on Spark 4.1+, which plans it as its own command. The save mode
-    says what happened to the table: created, overwritten, or appended to."""
+class SaveAsV1TableCommandHandler(NodeHandler):
+    """``saveAsTable`` into the session catalog on Spark 4.1+, which plans it as a command of its own around
+    the CTAS or the insert that writes the table: those are reported with the table; the save itself is a run
+    without datasets, named ``<app>.execute_save_as_v1_table_command`` as openlineage-spark names it."""
 
     class_names = ("SaveAsV1TableCommand",)
-    probes = {
-        "table": Probe(("tableDesc",), "table"),
-        "schema": Probe(("query", "schema", "json")),
-        "mode": Probe(("mode",)),
-    }
-    _LIFECYCLE_BY_MODE: ClassVar[dict[str, str | None]] = {
-        "Append": None,
-        "Overwrite": "OVERWRITE",
-        "ErrorIfExists": "CREATE",
-        "Ignore": "CREATE",
-    }
-
-    def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = self._LIFECYCLE_BY_MODE.get(str(node.get("mode")), None)
-        dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
-        return [dataset] if dataset else []
+    wraps_reported_queries = True
 
 
 @register

@@ -26,10 +26,13 @@ def test_save_as_table_creates_a_table(
     _people(spark, data_dir).write.saveAsTable("people")
     assert lineage.flush(60)
 
-    # Spark 4.1 plans saveAsTable as a command of its own; earlier versions as a CTAS.
-    command = "save_as_v1_table_command" if spark.version >= "4.1" else "create_data_source_table_as_select_command"
-    _, complete = only_run(receiver.events, command)
-    assert complete["job"]["name"] == f"lineage_tests.execute_{command}.default_people"
+    _, complete = only_run(receiver.events, "create_data_source_table_as_select_command")
+    assert complete["job"]["name"] == "lineage_tests.execute_create_data_source_table_as_select_command.default_people"
+    if spark.version >= "4.1":
+        # Spark 4.1 runs that CTAS inside a command of its own, a run without datasets in openlineage-spark too.
+        _, save = only_run(receiver.events, "save_as_v1_table_command")
+        assert save["job"]["name"] == "lineage_tests.execute_save_as_v1_table_command"
+        assert (save["inputs"], save["outputs"]) == ([], [])
     location = str(warehouse / "people")
     assert datasets(complete, "inputs") == [("file", str(data_dir / "people.csv"))]
     assert datasets(complete, "outputs") == [("file", location)]
