@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -206,6 +209,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def child_process(
+    command: list[str], log_path: Path, env: dict[str, str] | None = None, stop_timeout: float = 30.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` (a server) with its output appended to ``log_path``, as this process's child that is
+    killed if this process dies (``setpriv --pdeathsig``, where there is setpriv); afterwards SIGTERM it, and
+    SIGKILL it if it has not exited within ``stop_timeout``."""
+    prefix = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+    with log_path.open("ab") as log:
+        process = subprocess.Popen([*prefix, *command], stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def tail(log: Path) -> str:
+    """The end of a server's log, for an error message."""
+    return log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
 
 
 def query_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
