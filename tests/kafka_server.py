@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -22,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.support import child_process, tail
 
 HERE = Path(__file__).parent
 POM = HERE / "kafka_server.pom.xml"
@@ -97,24 +98,11 @@ def kafka_server(workdir: Path, port: int | None = None) -> Iterator[Kafka]:
             check=False, stdout=log, stderr=subprocess.STDOUT, timeout=120,
         )  # fmt: skip
     if formatted.returncode != 0:
-        raise RuntimeError(f"formatting the Kafka broker's storage failed:\n{_tail(server.log)}")
-    log = server.log.open("ab")
-    prefix = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
-    process = subprocess.Popen(
-        [*prefix, *java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "kafka.Kafka", str(properties)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+        raise RuntimeError(f"formatting the Kafka broker's storage failed:\n{tail(server.log)}")
+    broker = [*java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "kafka.Kafka", str(properties)]
+    with child_process(broker, server.log) as process:
         _wait_until_ready(server, process)
         yield server
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def read_topic(server: Kafka, topic: str, timeout: float = 30.0) -> list[tuple[bytes | None, bytes]]:
@@ -197,9 +185,9 @@ def _wait_until_ready(server: Kafka, process: subprocess.Popen[bytes]) -> None:
     admin = None
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"the Kafka broker exited at start-up:\n{_tail(server.log)}")
+            raise RuntimeError(f"the Kafka broker exited at start-up:\n{tail(server.log)}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the Kafka broker did not start in {START_TIMEOUT_SECONDS:.0f} s:\n{_tail(server.log)}")
+            raise RuntimeError(f"the Kafka broker did not start in {START_TIMEOUT_SECONDS:.0f} s:\n{tail(server.log)}")
         if _port_answers(server):
             admin = admin or AdminClient({"bootstrap.servers": server.bootstrap, "log_level": 0})
             try:
@@ -216,10 +204,6 @@ def _port_answers(server: Kafka) -> bool:
             return True
     except OSError:
         return False
-
-
-def _tail(log: Path) -> str:
-    return log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
 
 
 def _free_port() -> int:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -88,7 +92,8 @@ class LineageReceiver:
     It can be sick the ways backends are: ``refuse_first`` answers 503 to that many requests (keeping none of
     them), ``delay_seconds`` keeps each event at once but answers only after that long (a backend slower than
     the client's timeout), ``before_reply`` runs before each answer, and :meth:`stop` / :meth:`start` take it
-    down and bring it back on the same port.
+    down and bring it back on the same port. With ``track_senders`` it notes which local processes sent each
+    kept event (:func:`sender_pids`), in ``senders``.
     """
 
     def __init__(
@@ -99,8 +104,12 @@ class LineageReceiver:
         port: int = 0,
         refuse_first: int = 0,
         delay_seconds: float = 0.0,
+        track_senders: bool = False,
     ) -> None:
         self.events: list[dict[str, Any]] = []
+        self.senders: list[frozenset[int]] = []
+        """With ``track_senders``: the pids holding the client end of the connection of each kept event."""
+        self.track_senders = track_senders
         self.invalid: list[str] = []
         self.status = status
         self.refuse_first = refuse_first
@@ -132,12 +141,16 @@ class LineageReceiver:
                     self._answer(503)
                     return
                 event = json.loads(body)
+                # While the client still holds its end of the connection.
+                senders = sender_pids(self.client_address[1]) if receiver.track_senders else frozenset()
                 try:
                     validate_event(event)
                 except Exception as error:  # noqa: BLE001 - collected, asserted by the fixture
                     receiver.invalid.append(f"{event.get('eventType')} {event['job']['name']}: {error}")
                 with receiver._lock:
                     receiver.events.append(event)
+                    if receiver.track_senders:
+                        receiver.senders.append(senders)
                 if receiver._before_reply is not None:
                     receiver._before_reply()
                 if receiver.delay_seconds:
@@ -206,6 +219,52 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def child_process(
+    command: list[str], log_path: Path, env: dict[str, str] | None = None, stop_timeout: float = 30.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` (a server) with its output appended to ``log_path``, as this process's child that is
+    killed if this process dies (``setpriv --pdeathsig``, where there is setpriv); afterwards SIGTERM it, and
+    SIGKILL it if it has not exited within ``stop_timeout``."""
+    prefix = ["setpriv", "--pdeathsig", "KILL"] if shutil.which("setpriv") else []
+    with log_path.open("ab") as log:
+        process = subprocess.Popen([*prefix, *command], stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def tail(log: Path) -> str:
+    """The end of a server's log, for an error message."""
+    return log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
+
+
+def sender_pids(client_port: int) -> frozenset[int]:
+    """The pids of the local processes holding the TCP socket bound to 127.0.0.1:``client_port``: the client of
+    a connection to a server on loopback (Linux: the socket's inode in /proc/net/tcp, then whose fd it is)."""
+    local = f"0100007F:{client_port:04X}"
+    inodes = {
+        fields[9]
+        for fields in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+        if fields[1] == local and fields[9] != "0"
+    }
+    links = {f"socket:[{inode}]" for inode in inodes}
+    pids = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd") if links else ():
+        with contextlib.suppress(OSError):  # a process that ended, or one of another user's
+            for fd in fd_dir.iterdir():
+                with contextlib.suppress(OSError):  # a file it closed meanwhile
+                    if os.readlink(fd) in links:
+                        pids.add(int(fd_dir.parent.name))
+    return frozenset(pids)
 
 
 def query_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -59,18 +59,24 @@ spark.read.option("header", True).csv(sys.argv[1]).write.parquet(sys.argv[2])
 
 
 def spark_submit(
-    tmp_path: Path, job: str, confs: dict[str, str], env: dict[str, str] | None = None, packages: str | None = None
+    tmp_path: Path,
+    job: str,
+    confs: dict[str, str],
+    env: dict[str, str] | None = None,
+    packages: str | None = None,
+    master: str = "local[1]",
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
-    """``spark-submit`` ``job`` over a small CSV directory; returns the process, the input and the output."""
+    """``spark-submit`` ``job`` (in client mode) to ``master`` over a small CSV directory; returns the process,
+    the input and the output. Submitting again in the same ``tmp_path`` reads the same input."""
     import pyspark
 
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(job))
     orders = tmp_path / "orders"
-    orders.mkdir()
+    orders.mkdir(exist_ok=True)
     (orders / "part-0.csv").write_text("id,city\n1,paris\n2,oslo\n3,paris\n")
     output = tmp_path / "rollup"
-    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", "local[1]"]
+    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", master]
     for key, value in {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1", **confs}.items():
         command += ["--conf", f"{key}={value}"]
     if packages:
@@ -79,7 +85,7 @@ def spark_submit(
     clean_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
     clean_env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env or {}))
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=clean_env, check=False)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]  # the driver's Python logs to stdout
     return result, orders, output
 
 
