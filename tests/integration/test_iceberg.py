@@ -512,7 +512,12 @@ def test_session_catalog_iceberg_tables(tmp_path: Path, receiver: LineageReceive
     assert alter["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "ALTER"
     assert _fields(alter["outputs"][0]) == [("id", "long"), ("v", "string"), ("extra", "double")]
     assert alter["outputs"][0]["facets"]["version"]["datasetVersion"] == str(snapshots["default.ice"][-1])
-    _, insert = only_run(receiver.events, "append_data.spark_catalog_default_ice")
+    (insert_run,) = [
+        r
+        for r in runs_by_job(receiver.events, "append_data.spark_catalog_default_ice")
+        if r[0]["job"]["name"].endswith("_ice")
+    ]
+    insert = insert_run[-1]
     commit = insert["outputs"][0]["outputFacets"]["icebergCommitReport"]
     assert (commit["commitMetrics"]["addedRecords"], commit["commitMetrics"]["attempts"]) == (2, 1)
     assert insert["outputs"][0]["facets"]["version"]["datasetVersion"] == str(commit["snapshotId"])
