@@ -33,10 +33,12 @@ from spark_lineage import naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.facets import (
+    LOGICAL_PLAN_FACET,
     PRODUCER,
     SparkApplicationDetailsRunFacet,
     SparkPropertiesRunFacet,
     environment_properties_facet,
+    logical_plan_facet,
 )
 from spark_lineage.lineage import (
     ColumnLineage,
@@ -117,6 +119,7 @@ class EventBuilder:
         job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "STREAMING" if streaming else "BATCH")}
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
+        plan = logical_plan_facet(query.logical_plan)
         return self._run_events(
             self.query_job_name(query, lineage),
             job_facets,
@@ -126,6 +129,7 @@ class EventBuilder:
             None if query.succeeded else (query.error or "query failed"),
             query.error_stack,
             parent,
+            {LOGICAL_PLAN_FACET: plan} if plan is not None else {},
         )
 
     def rdd_job_events(self, start: RddJobStart, end: RddJobEnd, lineage: QueryLineage) -> list[RunEvent]:
@@ -153,12 +157,13 @@ class EventBuilder:
         error: str | None,
         error_stack: str | None,
         parent: ParentJob | None = None,
+        query_facets: dict[str, Any] | None = None,
     ) -> list[RunEvent]:
         """A child run of the application run (or of ``parent``): START at ``times[0]``, then COMPLETE (with
-        ``metrics``), or FAIL with ``error``, at ``times[1]``."""
+        ``metrics``), or FAIL with ``error``, at ``times[1]``; ``query_facets`` go on both events."""
         start_ms, end_ms = times
         run_id = new_run_id(start_ms)
-        run_facets = self._child_run_facets(lineage, parent)
+        run_facets = {**self._child_run_facets(lineage, parent), **(query_facets or {})}
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
         inputs = [self._input(d) for d in lineage.inputs]
         start = self._event(

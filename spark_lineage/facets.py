@@ -8,6 +8,7 @@ reference does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,34 @@ class SparkApplicationDetailsRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return _RUN_FACET_SCHEMA
+
+
+LOGICAL_PLAN_FACET = "spark.logicalPlan"
+"""The run facet with the query's optimized logical plan; off unless ``facets.spark.logicalPlan.disabled=false``,
+as in openlineage-spark."""
+
+
+@attr.define
+class LogicalPlanRunFacet(RunFacet):
+    """``spark.logicalPlan``: the optimized logical plan as Spark's ``toJSON`` writes it (a list of nodes, each
+    with its class, ``num-children`` and fields), as openlineage-spark sends it."""
+
+    plan: Any = None
+
+    @staticmethod
+    def _get_schema() -> str:
+        return _RUN_FACET_SCHEMA
+
+
+def logical_plan_facet(plan_json: str | None) -> LogicalPlanRunFacet | None:
+    """The facet for a plan read as JSON; ``None`` without one, or when it is no JSON (it is never sent as
+    text)."""
+    if not plan_json:
+        return None
+    try:
+        return LogicalPlanRunFacet(plan=json.loads(plan_json), producer=PRODUCER)
+    except ValueError:
+        return None
 
 
 def environment_properties_facet(values: Mapping[str, str | None]) -> dict[str, Any]:

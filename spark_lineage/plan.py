@@ -302,12 +302,16 @@ class CapturedQuery:
     error_stack: str | None = None
     capture_errors: list[str] = field(default_factory=list)
     """What could not be read from the JVM: the query is still reported, with an extraction-error facet."""
+    logical_plan: str | None = None
+    """The optimized logical plan as Spark's ``toJSON`` gives it, read only when the ``spark.logicalPlan`` run
+    facet is on."""
 
     @property
     def succeeded(self) -> bool:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
+        plan = {"logicalPlan": self.logical_plan} if self.logical_plan is not None else {}
         return {
             "funcName": self.func_name,
             "startMs": self.start_ms,
@@ -319,6 +323,7 @@ class CapturedQuery:
             "error": self.error,
             "errorStack": self.error_stack,
             "captureErrors": list(self.capture_errors),
+            **plan,
         }
 
     @classmethod
@@ -334,6 +339,7 @@ class CapturedQuery:
             error=data.get("error"),
             error_stack=data.get("errorStack"),
             capture_errors=list(data.get("captureErrors", [])),
+            logical_plan=data.get("logicalPlan"),
         )
 
 

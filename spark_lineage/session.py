@@ -30,6 +30,7 @@ from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.delivery import Delivery, open_spool
 from spark_lineage.events import EventBuilder, new_run_id
+from spark_lineage.facets import LOGICAL_PLAN_FACET
 from spark_lineage.handlers.rdd import rdd_job_lineage
 from spark_lineage.jvm import (
     CaptureRules,
@@ -168,6 +169,7 @@ class LineageRuntime:
             wants_metrics=analysis.wants_write_metrics,
             expressions=columns is not None,
             max_plan_chars=columns.max_plan_chars if columns is not None else 0,
+            logical_plan_json=config.facet_enabled(LOGICAL_PLAN_FACET),
         )
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
         self.job_sink = JobSink(self.analysis_worker.submit)

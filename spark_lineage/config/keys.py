@@ -13,6 +13,7 @@ from typing import Any
 from spark_lineage.config import datasets, transports
 from spark_lineage.config.settings import (
     DEFAULT_CAPTURED_PROPERTIES,
+    DISABLED_BY_DEFAULT,
     ColumnLineageConfig,
     ConfigError,
     JobOwner,
@@ -132,12 +133,20 @@ NOT_APPLICABLE: tuple[NotApplicable, ...] = (
     ),
     NotApplicable(
         "debugFacet",
-        "openlineage-spark itself no longer reads it (its debug facet is facets.debug.disabled and debug.*)",
+        "openlineage-spark 1.53 no longer reads it: its debug run facet is off by default and turned on with "
+        "facets.debug.disabled=false (configured under debug.*), which does not apply here either",
+    ),
+    NotApplicable(
+        "facets.debug.disabled",
+        "the debug run facet describes the Java agent itself (its version and parsed configuration, its "
+        "Micrometer metrics, which of its optional integrations' classes the JVM has, the JVM's memory) and has "
+        "no published schema; it is not emitted here. The plan is in the spark.logicalPlan facet "
+        "(facets.spark.logicalPlan.disabled=false), and spark-lineage doctor shows this library's state",
     ),
     NotApplicable(
         "debug.",
-        "the debug run facet describes the Java agent's JVM (classpath, Spark listeners, logical plan) and has "
-        "no published schema; it is not emitted here",
+        "it configures the debug run facet (smart mode, payload size, metrics), which describes the Java agent "
+        "itself and has no published schema; it is not emitted here (see facets.debug.disabled)",
     ),
     NotApplicable(
         "facets.variables",
@@ -195,13 +204,16 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
     known.update(dataset_keys)
     namespace = str(take("namespace") or os.environ.get("OPENLINEAGE_NAMESPACE") or "default")
     captured = take("capturedProperties")
-    disabled_facets = set(text_list(take("facets.disabled") or ""))
+    # As openlineage-spark merges them: its defaults, then each facets.<name>.disabled, true or false.
+    disabled_facets = set(DISABLED_BY_DEFAULT) | set(text_list(take("facets.disabled") or ""))
     for key, value in flat.items():
         match = _FACET_DISABLED.fullmatch(key)
-        if match and key != "facets.disabled":
+        if match and key != "facets.disabled" and not not_applicable(key):
             known.add(key)
             if boolean(name_of(key), value):
                 disabled_facets.add(match.group(1))
+            else:
+                disabled_facets.discard(match.group(1))
     transport_keys = {
         k: v for k, v in flat.items() if (k == "transport" or k.startswith("transport.")) and not not_applicable(k)
     }

@@ -22,6 +22,10 @@ class SparkConnectNotSupportedError(ConfigError):
     """``enable()`` was given a Spark Connect session, which has no JVM in this process to listen to."""
 
 
+DISABLED_BY_DEFAULT: frozenset[str] = frozenset({"spark_unknown", "spark.logicalPlan", "debug"})
+"""The facets openlineage-spark leaves out unless ``facets.<name>.disabled=false`` turns them on."""
+
+
 @dataclass(frozen=True)
 class ParentJob:
     """A run that is a parent of ours (``parentJob*`` / ``rootParentJob*`` keys)."""
@@ -123,7 +127,9 @@ class LineageConfig:
     """openlineage-python transport settings from ``enable()`` keywords or Spark confs; ``None`` lets the client
     resolve its own (``openlineage.yml``, ``OPENLINEAGE__*``, ``OPENLINEAGE_URL``). Not in ``repr()``: it may
     hold an api key."""
-    disabled_facets: frozenset[str] = frozenset()
+    disabled_facets: frozenset[str] = DISABLED_BY_DEFAULT
+    """Facets left out: openlineage-spark's defaults (:data:`DISABLED_BY_DEFAULT`) unless
+    ``facets.<name>.disabled=false``, and those configured."""
     captured_properties: tuple[str, ...] = DEFAULT_CAPTURED_PROPERTIES
     append_dataset_name: bool = True
     filter_read_only_actions: bool = True

@@ -146,13 +146,16 @@ class RowLevelWriteHandler(V2WriteHandler):
 
 
 class V2TableCommandHandler(NodeHandler):
-    """A command that names a V2 table by identifier (``CREATE TABLE``, CTAS, RTAS, ``DROP TABLE``)."""
+    """A command that names a V2 table by identifier (``CREATE TABLE``, CTAS, RTAS, ``DROP TABLE``). The
+    table is loaded from its catalog after the command ran: its version is the snapshot the command left; its
+    schema is the one the command declares (``tableSchema``), where it declares one."""
 
     lifecycle = "CREATE"
     probes = {
         "catalog": Probe(("name", "catalog", "name")),
         "identifier": Probe(("name", "identifier", "toString")),
         "table": Probe(("name",), "v2table"),
+        "tableSchema": Probe(("tableSchema", "json")),
     }
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -174,6 +177,31 @@ class CreateV2TableHandler(V2TableCommandHandler):
 class ReplaceV2TableHandler(V2TableCommandHandler):
     class_names = ("ReplaceTable",)
     lifecycle = "OVERWRITE"
+
+
+@register
+class AlterV2TableHandler(V2TableCommandHandler):
+    """``ALTER TABLE`` on a V2 table (add, drop, rename or change columns, properties, location, comment): the
+    table as the command left it, with its new schema, as openlineage-spark reports it."""
+
+    class_names = (
+        "AddColumns",
+        "ReplaceColumns",
+        "DropColumns",
+        "RenameColumn",
+        "AlterColumn",
+        "AlterColumns",
+        "CommentOnTable",
+        "SetTableLocation",
+        "SetTableProperties",
+        "UnsetTableProperties",
+    )
+    lifecycle = "ALTER"
+    probes = {
+        "catalog": Probe(("table", "catalog", "name")),
+        "identifier": Probe(("table", "identifier", "toString")),
+        "table": Probe(("table",), "v2table"),
+    }
 
 
 @register
@@ -265,7 +293,8 @@ def iceberg_dataset(
     if table is None:
         return dataset
     file_format = str(table.get("format") or "iceberg/parquet").replace("iceberg/", "")
-    describe_table(dataset, schema=schema_fields(table.get("schema")), file_format=file_format)
+    schema = schema_fields(relation.get("tableSchema") or table.get("schema"))
+    describe_table(dataset, schema=schema, file_format=file_format)
     report_names = [table.get("name") or key, key, identifier]
     version = table.get("snapshotId") or table.get("currentSnapshotId")
     if role == "output":
@@ -276,8 +305,7 @@ def iceberg_dataset(
         report = _claim(ctx.iceberg_scans, report_names, version)
         if report is not None:
             version = attach_scan_report(dataset, report) or version
-    if role != "command":
-        set_version(dataset, version)
+    set_version(dataset, version)
     return dataset
 
 

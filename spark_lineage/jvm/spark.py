@@ -53,6 +53,8 @@ class CaptureRules:
     """Read expressions too (column lineage needs them), not just the plan's shape."""
     max_plan_chars: int = 2_000_000
     """A plan whose text is longer is read as its shape only, and the query says so."""
+    logical_plan_json: bool = False
+    """Read the plan as Spark's JSON too (``toJSON``, one call), for the ``spark.logicalPlan`` run facet."""
 
 
 class QueryReader:
@@ -96,6 +98,8 @@ class QueryReader:
                 self._rules, self._errors = None, []
             root_class = query.tree.simple_name if query.tree is not None else root_name
             self._read_execution(qe, query, rules.wants_metrics(root_class))
+            if rules.logical_plan_json:
+                query.logical_plan = _guard(query, "logical plan JSON", lambda: str(plan.toJSON()))
         query.sql = _guard(query, "sql text", lambda: self._sql_text(qe, plan))
         return query
 

@@ -7,6 +7,7 @@ facet is checked against the table's own snapshot summary.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 import spark_lineage
-from tests.support import LineageReceiver, datasets, only_run, runs_by_job
+from tests.support import LineageReceiver, datasets, only_run, query_events, runs_by_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.iceberg]
 
@@ -418,6 +419,7 @@ def test_catalog_without_cache(spark: Any, receiver: LineageReceiver, iceberg_di
 
 
 SESSION_CATALOG_JOB = """
+import json
 import sys
 from pyspark.sql import SparkSession
 import spark_lineage
@@ -433,10 +435,19 @@ spark = (
     .config("spark.sql.catalog.spark_catalog.warehouse", sys.argv[2])
     .getOrCreate()
 )
-spark_lineage.enable(spark, transport={"type": "http", "url": sys.argv[1]})
+handle = spark_lineage.enable(spark, transport={"type": "http", "url": sys.argv[1]})
 spark.sql("CREATE TABLE default.ice (id BIGINT, v STRING) USING iceberg")
 spark.sql("INSERT INTO default.ice VALUES (1, 'a'), (2, 'b')")
 spark.table("default.ice").where("id > 1").write.parquet(sys.argv[2] + "/out")
+spark.sql("CREATE TABLE ice_copy USING iceberg AS SELECT id, upper(v) AS uv FROM default.ice")
+handle.flush(60)  # the CTAS's table is read after it ran: before the RTAS replaces it
+spark.sql("CREATE OR REPLACE TABLE ice_copy USING iceberg AS SELECT id, v AS uv FROM default.ice WHERE id > 1")
+spark.sql("ALTER TABLE default.ice ADD COLUMN extra DOUBLE")
+handle.flush(60)  # the same: before the DROP
+history = "SELECT snapshot_id FROM {}.snapshots ORDER BY committed_at"
+tables = ("default.ice", "default.ice_copy")
+snapshots = {t: [r.snapshot_id for r in spark.sql(history.format(t)).collect()] for t in tables}
+print("SNAPSHOTS " + json.dumps(snapshots))
 spark.sql("DROP TABLE default.ice")
 spark.stop()
 """
@@ -463,12 +474,50 @@ def test_session_catalog_iceberg_tables(tmp_path: Path, receiver: LineageReceive
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    location = str(warehouse / "default" / "ice")
+    snapshots = json.loads(result.stdout.split("SNAPSHOTS ", 1)[1].splitlines()[0])
+    location, copy_location = str(warehouse / "default" / "ice"), str(warehouse / "default" / "ice_copy")
     symlink = [{"namespace": f"file:{warehouse}", "name": "default.ice", "type": "TABLE"}]
-    _, create = only_run(receiver.events, "create_table")
+    # As openlineage-spark names them: commands by <db>_<table> without the catalog, appends with it.
+    names = sorted({e["job"]["name"] for e in query_events(receiver.events)})
+    assert names == [
+        f"session_catalog_job.{job}"
+        for job in (
+            "alter_table.default_ice",
+            "append_data.spark_catalog_default_ice",
+            "append_data.spark_catalog_default_ice_copy",
+            "atomic_create_table_as_select.default_ice_copy",
+            "atomic_replace_table_as_select.default_ice_copy",
+            "create_table.default_ice",
+            "drop_table",
+            "execute_insert_into_hadoop_fs_relation_command.warehouse_out",
+            f"overwrite_by_expression.{'spark_catalog_' if pyspark.__version__ >= '4' else ''}default_ice_copy",
+        )
+    ], names
+    _, create = only_run(receiver.events, "create_table.default_ice")
     assert datasets(create, "outputs") == [("file", location)]
     assert create["outputs"][0]["facets"]["symlinks"]["identifiers"] == symlink
-    _, insert = only_run(receiver.events, "append_data")
+    # The schema the command declared, not the one a later ALTER left.
+    assert _fields(create["outputs"][0]) == [("id", "long"), ("v", "string")]
+    _, ctas = only_run(receiver.events, "atomic_create_table_as_select.default_ice_copy")
+    assert datasets(ctas, "outputs") == [("file", copy_location)]
+    assert _fields(ctas["outputs"][0]) == [("id", "long"), ("uv", "string")]
+    # The replacement's snapshot: the CTAS's was the table's current one until the RTAS replaced it.
+    first, replaced = snapshots["default.ice_copy"]
+    assert ctas["outputs"][0]["facets"]["version"]["datasetVersion"] == str(first)
+    _, rtas = only_run(receiver.events, "atomic_replace_table_as_select.default_ice_copy")
+    assert rtas["outputs"][0]["facets"]["version"]["datasetVersion"] == str(replaced)
+    assert rtas["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    _, alter = only_run(receiver.events, "alter_table.default_ice")
+    assert datasets(alter, "outputs") == [("file", location)]
+    assert alter["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "ALTER"
+    assert _fields(alter["outputs"][0]) == [("id", "long"), ("v", "string"), ("extra", "double")]
+    assert alter["outputs"][0]["facets"]["version"]["datasetVersion"] == str(snapshots["default.ice"][-1])
+    (insert_run,) = [
+        r
+        for r in runs_by_job(receiver.events, "append_data.spark_catalog_default_ice")
+        if r[0]["job"]["name"].endswith("_ice")
+    ]
+    insert = insert_run[-1]
     commit = insert["outputs"][0]["outputFacets"]["icebergCommitReport"]
     assert (commit["commitMetrics"]["addedRecords"], commit["commitMetrics"]["attempts"]) == (2, 1)
     assert insert["outputs"][0]["facets"]["version"]["datasetVersion"] == str(commit["snapshotId"])
@@ -478,6 +527,10 @@ def test_session_catalog_iceberg_tables(tmp_path: Path, receiver: LineageReceive
     _, drop = only_run(receiver.events, "session_catalog_job.drop_table")
     assert datasets(drop, "outputs") == [("file", location)]
     assert drop["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "DROP"
+
+
+def _fields(dataset: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f["name"], f["type"]) for f in dataset["facets"]["schema"]["fields"]]
 
 
 def test_rest_catalog(spark: Any, receiver: LineageReceiver, iceberg_dir: Path) -> None:

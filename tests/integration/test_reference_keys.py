@@ -58,3 +58,30 @@ def test_reference_keys_as_spark_confs(spark: Any, receiver: LineageReceiver, da
     (output,) = complete["outputs"]
     assert (output["namespace"], output["name"]) == ("local", str(data_dir / "keys" / "year=2024"))
     assert output["facets"]["dataSource"]["name"] == "local"
+
+
+def test_logical_plan_facet_only_when_turned_on(spark: Any, receiver: LineageReceiver, data_dir: Path) -> None:
+    """``facets.spark.logicalPlan.disabled=false``: each query's START and COMPLETE carry the optimized plan as
+    Spark's JSON (what openlineage-spark sends, off by default there as here)."""
+    source = data_dir / "plan_source"
+    spark.range(4).selectExpr("id", "id * 2 AS twice").write.parquet(str(source))
+    for turned_on in (False, True):
+        receiver.events.clear()
+        overrides = {"facets": {"spark": {"logicalPlan": {"disabled": "false"}}}} if turned_on else {}
+        handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url}, **overrides)
+        try:
+            spark.read.parquet(str(source)).where("id > 1").write.parquet(str(data_dir / f"plan_{turned_on}"))
+            assert handle.flush(60)
+        finally:
+            handle.disable(timeout=30)
+        start, complete = query_events(receiver.events)
+        if not turned_on:
+            assert all("spark.logicalPlan" not in e["run"]["facets"] for e in (start, complete))
+            continue
+        for event in (start, complete):
+            plan = event["run"]["facets"]["spark.logicalPlan"]["plan"]
+            assert plan[0]["class"] == (
+                "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand"
+            ), plan[0]
+            classes = [node["class"].rsplit(".", 1)[-1] for node in plan]
+            assert {"Filter", "LogicalRelation"} <= set(classes), classes

@@ -69,11 +69,15 @@ class AllowedDifference:
     aspect: str
     reason: str
     scenarios: tuple[str, ...] = ("*",)
-    job: str = "*"
+    jobs: tuple[str, ...] = ("*",)
+    """Globs on the job name (``job`` in the file, one or a list)."""
     detail: str = "*"
     spark: tuple[str, ...] = ("*",)
     """The PySpark lines (``major.minor`` globs) it shows on: every line tested by default."""
     summary: str = ""
+    intermittent: bool = False
+    """The reference shows it in some runs only (its result depends on how far behind its listener is): not
+    required to show in every run."""
 
     def concerns(self, scenarios: Iterable[str]) -> bool:
         """Whether the entry is about any of these scenarios (those of one suite: the main one, Delta's)."""
@@ -87,7 +91,7 @@ class AllowedDifference:
             self.shows_on(spark)
             and fnmatch.fnmatchcase(difference.aspect, self.aspect)
             and any(fnmatch.fnmatchcase(difference.scenario, s) for s in self.scenarios)
-            and fnmatch.fnmatchcase(difference.job, self.job)
+            and any(fnmatch.fnmatchcase(difference.job, job) for job in self.jobs)
             and fnmatch.fnmatchcase(difference.detail, self.detail)
         )
 
@@ -99,13 +103,18 @@ def load_allowed(path: Path = ALLOWED) -> list[AllowedDifference]:
             aspect=entry["aspect"],
             reason=" ".join(entry["reason"].split()),
             scenarios=tuple(entry.get("scenarios", ["*"])),
-            job=entry.get("job", "*"),
+            jobs=tuple(_as_list(entry.get("job", "*"))),
             detail=entry.get("detail", "*"),
             spark=tuple(entry.get("spark", ["*"])),
             summary=" ".join(entry.get("summary", "").split()),
+            intermittent=bool(entry.get("intermittent", False)),
         )
         for entry in entries
     ]
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
 # --- reducing events -------------------------------------------------------------------------------------

@@ -29,12 +29,19 @@ from tests.jars import (
 )
 from tests.parity.delta_scenarios import DELTA_SCENARIOS, delta_confs
 from tests.parity.hive_scenarios import HIVE_SCENARIOS, hive_confs
+from tests.parity.iceberg_session_scenarios import ICEBERG_SESSION_SCENARIOS, iceberg_session_confs
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED, Workspace, prepare
 
 APP_NAME = "parity"
 NAMESPACE = "parity"
 JAVA_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
-SUITES = {"main": SCENARIOS, "delta": DELTA_SCENARIOS, "hive": HIVE_SCENARIOS, "hive_metastore": HIVE_SCENARIOS}
+SUITES = {
+    "main": SCENARIOS,
+    "delta": DELTA_SCENARIOS,
+    "hive": HIVE_SCENARIOS,
+    "hive_metastore": HIVE_SCENARIOS,
+    "iceberg_session": ICEBERG_SESSION_SCENARIOS,
+}
 
 
 def session(
@@ -64,6 +71,8 @@ def session(
     )
     if suite == "delta":  # Delta's application of its own: its extension and its catalog as spark_catalog
         packages, suite_confs = [str(delta_spark(pyspark.__version__))], delta_confs()
+    if suite == "iceberg_session":  # Iceberg's SparkSessionCatalog as spark_catalog, beside the ice catalog
+        suite_confs = iceberg_session_confs(workspace)
     if suite.startswith("hive"):  # Hive's application of its own: Hive support, its metastore embedded or not
         packages, suite_confs = [], hive_confs(workspace, metastore)
     for key, value in suite_confs.items():
@@ -145,7 +154,7 @@ def main() -> None:
         "--suite",
         choices=tuple(SUITES),
         default="main",
-        help="delta, hive: those scenarios; hive_metastore: Hive's through a metastore server",
+        help="delta, hive, iceberg_session: those scenarios; hive_metastore: Hive's through a metastore server",
     )
     args = parser.parse_args()
     import pyspark

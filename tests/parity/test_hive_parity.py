@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.parity.hive_scenarios import HIVE_SCENARIOS
-from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both, selected_scenarios
+from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_suite
 
 COMPARED_FACETS = ("symlinks", "catalog")
 """How a session-catalog table is named and catalogued is what Hive changes: compared here too."""
@@ -25,9 +25,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.once, pytest.mark.timeout(3600)]
 
 @pytest.fixture(scope="module")
 def hive_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    pytest.importorskip("pyspark")
-    arguments = ["--suite", "hive", *selected_scenarios(request, HIVE_SCENARIOS)]
-    return run_both(tmp_path_factory.mktemp("hive_parity"), arguments)
+    return run_suite(request, tmp_path_factory, "hive", HIVE_SCENARIOS)
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +33,7 @@ def metastore_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     """The same scenarios with the tables in a metastore server (``spark.hadoop.hive.metastore.uris``), which
     names them ``hive://127.0.0.1:<port>``: each run starts its own, on a port of its own, so the two runs'
     symlinks can only agree once that port is taken out (see :func:`_same_port`)."""
-    pytest.importorskip("pyspark")
-    arguments = ["--suite", "hive_metastore", *selected_scenarios(request, HIVE_SCENARIOS)]
-    return _same_port(run_both(tmp_path_factory.mktemp("hive_metastore_parity"), arguments))
+    return _same_port(run_suite(request, tmp_path_factory, "hive_metastore", HIVE_SCENARIOS))
 
 
 @pytest.mark.parametrize("scenario", sorted(HIVE_SCENARIOS))

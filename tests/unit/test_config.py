@@ -184,8 +184,20 @@ def test_facets_disabled_both_spellings() -> None:
             "spark.openlineage.facets.schema.disabled": "false",
         }
     )
-    assert config.disabled_facets == frozenset({"spark_unknown", "spark.logicalPlan", "spark_properties"})
+    assert config.disabled_facets == frozenset({"spark_unknown", "spark.logicalPlan", "debug", "spark_properties"})
     assert config.facet_enabled("schema")
+
+
+def test_facets_off_by_default_turn_on_with_disabled_false() -> None:
+    """openlineage-spark 1.53 leaves ``spark_unknown``, ``spark.logicalPlan`` and ``debug`` out until
+    ``facets.<name>.disabled=false``."""
+    default = resolve({})
+    assert not default.facet_enabled("spark.logicalPlan") and not default.facet_enabled("debug")
+    assert default.facet_enabled("schema")
+    on = resolve({"spark.openlineage.facets.spark.logicalPlan.disabled": "false"})
+    assert on.facet_enabled("spark.logicalPlan")
+    assert on.disabled_facets == frozenset({"spark_unknown", "debug"})
+    assert not on.unknown_keys
 
 
 def test_disabled_switches(monkeypatch: pytest.MonkeyPatch) -> None:

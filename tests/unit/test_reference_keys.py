@@ -327,7 +327,8 @@ def test_ssl_context_pem_files_reach_openlineage_python_and_a_java_keystore_is_n
     [
         ("circuitBreaker.type", "guards the JVM"),
         ("timeout.buildDatasetsTimePercentage", "shares of a circuitBreaker timeout"),
-        ("debugFacet", "no longer reads it"),
+        ("debugFacet", "facets.debug.disabled=false"),
+        ("facets.debug.disabled", "describes the Java agent itself"),
         ("debug.smart", "no published schema"),
         ("facets.variables", "facets.custom_environment_variables"),
         ("metrics.type", "Micrometer"),
