@@ -69,14 +69,9 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     pyspark = pytest.importorskip("pyspark")
     pyspark_sql = pytest.importorskip("pyspark.sql")
     iceberg = iceberg_runtime(pyspark.__version__)
-    packages = [
-        # Avro and Kafka are external Spark modules; Iceberg's runtime and the JDBC drivers come the same way.
-        spark_avro(pyspark.__version__),
-        *([iceberg] if iceberg else []),
-        sqlite_jdbc(),
-        postgres_jdbc(),
-        spark_kafka(pyspark.__version__),
-    ]
+    # Avro and Kafka are external Spark modules; Iceberg's runtime and the JDBC drivers come the same way.
+    optional = [iceberg, spark_kafka(pyspark.__version__)]
+    packages = [spark_avro(pyspark.__version__), sqlite_jdbc(), postgres_jdbc(), *filter(None, optional)]
     iceberg_confs = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog",

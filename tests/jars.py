@@ -43,8 +43,15 @@ def spark_module(artifact: str, pyspark_version: str) -> str:
     return f"org.apache.spark:{artifact}_{scala_version(pyspark_version)}:{version}"
 
 
-def spark_kafka(pyspark_version: str) -> str:
-    """Spark's Kafka source and sink."""
+KAFKA_MODULE_MISSING = frozenset({"4.0"})
+"""Lines whose Kafka module cannot be loaded from Maven Central: it serves no 4.0 release of
+``spark-token-provider-kafka-0-10``, which the module needs."""
+
+
+def spark_kafka(pyspark_version: str) -> str | None:
+    """Spark's Kafka source and sink, ``None`` where Maven Central cannot give it."""
+    if spark_line(pyspark_version) in KAFKA_MODULE_MISSING:
+        return None
     return spark_module("spark-sql-kafka-0-10", pyspark_version)
 
 

@@ -29,7 +29,7 @@ def session(base: Path, kafka: str | None = None) -> Any:
 
     packages = [str(delta_spark(pyspark.__version__))]
     if kafka:
-        packages.append(spark_kafka(pyspark.__version__))
+        packages += filter(None, [spark_kafka(pyspark.__version__)])
 
     builder = (
         SparkSession.builder.master("local[1]")

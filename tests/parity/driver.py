@@ -51,7 +51,8 @@ def session(
     from pyspark.sql import SparkSession
 
     iceberg = iceberg_runtime(pyspark.__version__)
-    packages = [*([iceberg] if iceberg else []), sqlite_jdbc(), postgres_jdbc(), spark_kafka(pyspark.__version__)]
+    optional = [iceberg, spark_kafka(pyspark.__version__)]
+    packages = [sqlite_jdbc(), postgres_jdbc(), *filter(None, optional)]
     builder = (
         SparkSession.builder.master("local[1]")
         .appName(APP_NAME)

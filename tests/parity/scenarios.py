@@ -293,6 +293,13 @@ def v1_save_as_table(spark: Any, workspace: Workspace) -> None:
 
 
 @scenario
+def v1_save_as_table_aggregate(spark: Any, workspace: Workspace) -> None:
+    """A ``saveAsTable`` of a join and an aggregation: adaptive execution wraps the write it plans."""
+    joined = spark.table("t1").join(spark.table("t2"), "a").groupBy("b").agg({"c": "sum"})
+    joined.write.saveAsTable("v1_aggregated")
+
+
+@scenario
 def read_only_actions(spark: Any, workspace: Workspace) -> None:
     """Actions that write nothing: the reference reports some and filters others."""
     frame = spark.table("t1").where("c > 5")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.jars import iceberg_runtime
+from tests.jars import iceberg_runtime, spark_kafka
 from tests.parity.compare import load_allowed
 from tests.parity.scenarios import SCENARIOS, SERVICE_NEEDED
 from tests.parity.suite import (
@@ -26,17 +26,23 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
 
 
 def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
-    """The servers scenarios need, by service: ``None`` where one does not run here."""
-    return {"postgres": postgres.jdbc_url if postgres else None, "kafka": kafka.bootstrap if kafka else None}
+    """The servers scenarios need, by service: ``None`` where one does not run here, or where this PySpark
+    line cannot load the module that talks to it."""
+    import pyspark
+
+    kafka_usable = kafka is not None and spark_kafka(pyspark.__version__) is not None
+    return {"postgres": postgres.jdbc_url if postgres else None, "kafka": kafka.bootstrap if kafka_usable else None}
 
 
 def missing(service: str, postgres: Postgres | None, kafka: Any) -> str | None:
     """Why a scenario that needs ``service`` cannot run here, ``None`` where it can."""
-    if service == "iceberg":
-        import pyspark
+    import pyspark
 
-        return None if iceberg_runtime(pyspark.__version__) else f"Iceberg has no Spark runtime for {spark_line()}"
-    if servers(postgres, kafka)[service] is None:
+    if service == "iceberg" and iceberg_runtime(pyspark.__version__) is None:
+        return f"Iceberg has no Spark runtime for {spark_line()}"
+    if service == "kafka" and spark_kafka(pyspark.__version__) is None:
+        return f"Maven Central serves no Kafka module for Spark {spark_line()}"
+    if service != "iceberg" and servers(postgres, kafka)[service] is None:
         return f"no {service} server here (scripts/test installs and starts one)"
     return None
 
