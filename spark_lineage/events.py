@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -35,6 +35,7 @@ from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.facets import (
     PRODUCER,
     SparkApplicationDetailsRunFacet,
+    SparkJobDetailsRunFacet,
     SparkPropertiesRunFacet,
     environment_properties_facet,
 )
@@ -48,7 +49,7 @@ from spark_lineage.lineage import (
     SchemaField,
 )
 from spark_lineage.naming.rewrites import DatasetRewrites
-from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
+from spark_lineage.plan import CapturedQuery, QueryJob, RddJobEnd, RddJobStart, SessionInfo, SparkJobDetails
 from spark_lineage.redaction import Redactor
 
 
@@ -112,8 +113,10 @@ class EventBuilder:
     def query_events(
         self, query: CapturedQuery, lineage: QueryLineage, *, parent: ParentJob | None = None, streaming: bool = False
     ) -> list[RunEvent]:
-        """START then COMPLETE, or START then FAIL, for one query, sharing one run id; its parent is the
-        application run unless ``parent`` says otherwise (a micro-batch's streaming query)."""
+        """START, a RUNNING event per Spark job the query ran (at the job's start, with ``spark_jobDetails``) and
+        one when its first job ended, then COMPLETE or FAIL, for one query, sharing one run id, as
+        openlineage-spark reports a SQL execution; its parent is the application run unless ``parent`` says
+        otherwise (a micro-batch's streaming query)."""
         job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "STREAMING" if streaming else "BATCH")}
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
@@ -126,6 +129,7 @@ class EventBuilder:
             None if query.succeeded else (query.error or "query failed"),
             query.error_stack,
             parent,
+            jobs=query.jobs,
         )
 
     def rdd_job_events(self, start: RddJobStart, end: RddJobEnd, lineage: QueryLineage) -> list[RunEvent]:
@@ -141,6 +145,7 @@ class EventBuilder:
             {},
             end.error,
             end.error_stack,
+            start_details=start.details,
         )
 
     def _run_events(
@@ -153,36 +158,50 @@ class EventBuilder:
         error: str | None,
         error_stack: str | None,
         parent: ParentJob | None = None,
+        *,
+        jobs: Sequence[QueryJob] = (),
+        start_details: SparkJobDetails | None = None,
     ) -> list[RunEvent]:
-        """A child run of the application run (or of ``parent``): START at ``times[0]``, then COMPLETE (with
-        ``metrics``), or FAIL with ``error``, at ``times[1]``."""
+        """A child run of the application run (or of ``parent``): START at ``times[0]`` (with
+        ``start_details``, an RDD job's), RUNNING for ``jobs`` (see :func:`running_moments`), then COMPLETE
+        (with ``metrics``), or FAIL with ``error``, at ``times[1]``."""
         start_ms, end_ms = times
         run_id = new_run_id(start_ms)
         run_facets = self._child_run_facets(lineage, parent)
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
+        if start_details is not None:
+            start_facets["spark_jobDetails"] = job_details_facet(start_details)
         inputs = [self._input(d) for d in lineage.inputs]
-        start = self._event(
-            RunState.START,
-            start_ms,
-            run_id,
-            job_name,
-            start_facets,
-            job_facets,
-            inputs=inputs,
-            outputs=[self._output(d, None) for d in lineage.outputs],
-        )
-        end_facets = dict(run_facets)
+
+        def event(state: RunState, epoch_ms: int, facets: dict[str, Any], outputs: dict[str, int] | None) -> RunEvent:
+            """``outputs``: the metrics the outputs' statistics come from, ``None`` for none."""
+            return self._event(
+                state,
+                epoch_ms,
+                run_id,
+                job_name,
+                facets,
+                job_facets,
+                inputs=inputs,
+                outputs=[self._output(d, outputs) for d in lineage.outputs],
+            )
+
+        events = [event(RunState.START, start_ms, start_facets, None)]
+        for moment in running_moments(jobs):
+            if moment.details is None:  # the first job's end: what the outputs got so far is known
+                events.append(event(RunState.RUNNING, moment.time_ms, run_facets, metrics))
+            else:
+                facets = {**start_facets, "spark_jobDetails": job_details_facet(moment.details)}
+                events.append(event(RunState.RUNNING, moment.time_ms, facets, None))
         if error is None:
-            state = RunState.COMPLETE
-            outputs = [self._output(d, metrics) for d in lineage.outputs]
+            events.append(event(RunState.COMPLETE, end_ms, run_facets, metrics))
         else:
-            state = RunState.FAIL
-            outputs = [self._output(d, None) for d in lineage.outputs]
+            end_facets = dict(run_facets)
             end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=error, programmingLanguage="JAVA", stackTrace=error_stack, producer=PRODUCER
             )
-        end = self._event(state, end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs)
-        return [start, end]
+            events.append(event(RunState.FAIL, end_ms, end_facets, None))
+        return events
 
     # --- streaming query runs ------------------------------------------------------------------------------
 
@@ -309,6 +328,39 @@ class EventBuilder:
 
     def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
         return output_dataset(rewritten(dataset, self._rewrites), self.config.facet_enabled, metrics)
+
+
+@dataclass(frozen=True)
+class RunningMoment:
+    """When a query run gets a RUNNING event: a job's start (``details``: which job), or its first job's end
+    (``details`` ``None``)."""
+
+    time_ms: int
+    details: SparkJobDetails | None = None
+
+
+def running_moments(jobs: Sequence[QueryJob]) -> list[RunningMoment]:
+    """The RUNNING events of a query run, in time order, as openlineage-spark sends them for a SQL execution:
+    one at each of its jobs' starts, and one when the first of them ended, if it succeeded (a failed job ends
+    the run with FAIL)."""
+    moments = [RunningMoment(job.start_ms, job.details) for job in jobs]
+    ended = [job for job in jobs if job.end_ms is not None]
+    if ended:
+        first = min(ended, key=lambda job: (job.end_ms or 0, job.details.job_id))
+        if first.succeeded and first.end_ms is not None:
+            moments.append(RunningMoment(first.end_ms))
+    # A job's end comes after its own start: at the same millisecond, starts first.
+    return sorted(moments, key=lambda moment: (moment.time_ms, moment.details is None))
+
+
+def job_details_facet(details: SparkJobDetails) -> SparkJobDetailsRunFacet:
+    return SparkJobDetailsRunFacet(
+        jobId=details.job_id,
+        jobDescription=details.description,
+        jobGroup=details.group,
+        jobCallSite=details.call_site,
+        producer=PRODUCER,
+    )
 
 
 def rewritten(dataset: DatasetLineage, rewrites: DatasetRewrites) -> DatasetLineage:

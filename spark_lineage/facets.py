@@ -53,6 +53,21 @@ class SparkApplicationDetailsRunFacet(RunFacet):
         return _RUN_FACET_SCHEMA
 
 
+@attr.define
+class SparkJobDetailsRunFacet(RunFacet):
+    """``spark_jobDetails``: the Spark job whose start an event reports (a query run's RUNNING event, an RDD
+    job run's START), with the properties it was submitted with, as openlineage-spark sends it."""
+
+    jobId: int
+    jobDescription: str | None = None
+    jobGroup: str | None = None
+    jobCallSite: str | None = None
+
+    @staticmethod
+    def _get_schema() -> str:
+        return _RUN_FACET_SCHEMA
+
+
 def environment_properties_facet(values: Mapping[str, str | None]) -> dict[str, Any]:
     """``environment-properties``: the environment variables named by
     ``spark.openlineage.facets.custom_environment_variables`` and their values (an unset one is left out).

@@ -302,13 +302,22 @@ class CapturedQuery:
     error_stack: str | None = None
     capture_errors: list[str] = field(default_factory=list)
     """What could not be read from the JVM: the query is still reported, with an extraction-error facet."""
+    query_id: int | None = None
+    """``QueryExecution.id``: what the query's Spark jobs are filed under (:class:`SqlJobStart`)."""
+    jobs: tuple[QueryJob, ...] = ()
+    """The Spark jobs the query ran, in the order they started (each a RUNNING event of the query's run)."""
 
     @property
     def succeeded(self) -> bool:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
+        # The query id and jobs only when known: recorded plans without them stay as they were.
+        known: dict[str, Any] = {"queryId": self.query_id} if self.query_id is not None else {}
+        if self.jobs:
+            known["jobs"] = [job.to_dict() for job in self.jobs]
         return {
+            **known,
             "funcName": self.func_name,
             "startMs": self.start_ms,
             "endMs": self.end_ms,
@@ -334,6 +343,8 @@ class CapturedQuery:
             error=data.get("error"),
             error_stack=data.get("errorStack"),
             capture_errors=list(data.get("captureErrors", [])),
+            query_id=data.get("queryId"),
+            jobs=tuple(QueryJob.from_dict(job) for job in data.get("jobs", [])),
         )
 
 
@@ -384,6 +395,24 @@ class RddRecord:
 
 
 @dataclass(frozen=True)
+class SparkJobDetails:
+    """Which Spark job this is, from its start event: its id and the properties it was submitted with
+    (``spark.job.description``, ``spark.jobGroup.id``, ``callSite.short``), ``None`` where unset."""
+
+    job_id: int
+    description: str | None = None
+    group: str | None = None
+    call_site: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobId": self.job_id, "description": self.description, "group": self.group, "callSite": self.call_site}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SparkJobDetails:
+        return cls(int(data["jobId"]), data.get("description"), data.get("group"), data.get("callSite"))
+
+
+@dataclass(frozen=True)
 class RddJobStart:
     """A non-SQL Spark job as it started: what its final RDD depends on, and where it writes."""
 
@@ -394,6 +423,44 @@ class RddJobStart:
     output_path: str | None = None
     errors: tuple[str, ...] = ()
     """What could not be read."""
+    details: SparkJobDetails | None = None
+    """The job's id and properties, as its start event had them."""
+
+
+@dataclass(frozen=True)
+class SqlJobStart:
+    """A Spark job of a SQL execution as it started, and which query (``QueryExecution.id``) runs it: ``None``
+    when the execution was over before Spark's listener thread reached the job's start."""
+
+    query_id: int | None
+    time_ms: int
+    details: SparkJobDetails
+
+
+@dataclass(frozen=True)
+class SqlJobEnd:
+    """A Spark job of a SQL execution as it ended."""
+
+    job_id: int
+    time_ms: int
+    succeeded: bool
+
+
+@dataclass(frozen=True)
+class QueryJob:
+    """One Spark job a query ran: when it started and, once it did, when it ended and how."""
+
+    details: SparkJobDetails
+    start_ms: int
+    end_ms: int | None = None
+    succeeded: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.details.to_dict(), "startMs": self.start_ms, "endMs": self.end_ms, "succeeded": self.succeeded}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryJob:
+        return cls(SparkJobDetails.from_dict(data), int(data["startMs"]), data.get("endMs"), data.get("succeeded"))
 
 
 @dataclass(frozen=True)
