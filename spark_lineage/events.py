@@ -15,6 +15,7 @@ from openlineage.client.facet_v2 import (
     datasource_dataset,
     error_message_run,
     extraction_error_run,
+    input_statistics_input_dataset,
     job_type_job,
     lifecycle_state_change_dataset,
     output_statistics_output_dataset,
@@ -503,11 +504,19 @@ def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.Colum
 
 
 def input_dataset(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> InputDataset:
+    """An input; with ``inputStatistics`` on every event of the run when its scan's size is known, as
+    openlineage-spark reports a file relation's (bytes and files; no rows)."""
+    input_facets = dict(dataset.input_facets)
+    stats = dataset.input_statistics
+    if stats is not None and "inputStatistics" not in input_facets:
+        input_facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=stats.rows, size=stats.bytes, fileCount=stats.files, producer=PRODUCER
+        )
     return InputDataset(
         namespace=dataset.identifier.namespace,
         name=dataset.identifier.name,
         facets=dataset_facets(dataset, enabled),
-        inputFacets=only_enabled(dict(dataset.input_facets), enabled),
+        inputFacets=only_enabled(input_facets, enabled),
     )
 
 

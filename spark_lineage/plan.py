@@ -23,6 +23,7 @@ ProbeKind = Literal[
     "cached_plan",
     "qualified_path",
     "rdd_graph",
+    "count",
 ]
 
 
@@ -48,7 +49,8 @@ class Probe:
     - ``tree``: a plan that is not part of the query's own tree, read like it (:class:`CatalystNode`);
     - ``cached_plan``: the logical plan a cached relation (``InMemoryRelation``) holds, as a ``tree``;
     - ``qualified_path``: a Hadoop path (or its text) qualified by its file system, as Spark writes to it.
-    - ``rdd_graph``: an RDD and every RDD it depends on, as :class:`RddRecord` records.
+    - ``rdd_graph``: an RDD and every RDD it depends on, as :class:`RddRecord` records;
+    - ``count``: how many items a Java array or a Scala collection holds (not the items).
 
     Plans inside the query's tree (a command's query, a subquery) need no probe: handlers find them in the
     tree, with their own nodes already probed.

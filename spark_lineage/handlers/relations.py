@@ -13,7 +13,7 @@ from spark_lineage.handlers.base import (
     table_dataset,
 )
 from spark_lineage.handlers.registry import handler_for, nested_inputs, plan_inputs, register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, InputStatistics
 from spark_lineage.plan import CapturedNode, Probe
 
 # A root path whose last segment carries a file extension is a file; the reference reports its directory
@@ -106,6 +106,10 @@ class HadoopFsRelationHandler(NodeHandler):
         "schema": Probe(("schema", "json")),
         # The file index, probed by its own class's handler where it has one (a Delta table's: its version).
         "location": Probe(("location",), "node"),
+        # What the scan covers, for inputStatistics as openlineage-spark gives it: Spark's size estimate of the
+        # relation (its files' sizes times spark.sql.sources.fileCompressionFactor) and how many files it has.
+        "sizeInBytes": Probe(("sizeInBytes",)),
+        "fileCount": Probe(("inputFiles",), "count"),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -113,11 +117,21 @@ class HadoopFsRelationHandler(NodeHandler):
         paths = [path for path in node.get("rootPaths", []) if not naming.is_delta_log(path)]
         files = {p for p in paths if _FILE_NAME.search(p)}
         schema = schema_fields(node.get("schema"))
+        stats = relation_statistics(node)
         datasets = [
-            DatasetLineage(naming.from_location(path), schema=schema) for path in naming.input_directories(paths, files)
+            DatasetLineage(naming.from_location(path), schema=schema, input_statistics=stats)
+            for path in naming.input_directories(paths, files)
         ]
         describe_location(node, datasets, ctx)
         return datasets
+
+
+def relation_statistics(relation: CapturedNode) -> InputStatistics | None:
+    """A file relation's size and file count, when both were read (the reference gives both or none)."""
+    size, files = relation.get("sizeInBytes"), relation.get("fileCount")
+    if not isinstance(size, int) or not isinstance(files, int):
+        return None
+    return InputStatistics(bytes=size, files=files)
 
 
 @register
