@@ -214,5 +214,9 @@ def test_the_parity_comparison_sees_missing_running_events_job_details_and_input
     assert found == {
         ("eventTypes", "sequence"): ("START RUNNING RUNNING COMPLETE", "START COMPLETE"),
         ("runFacets", "spark_jobDetails"): ("RUNNING(jobId)", "none"),
-        ("inputStatistics", "file /in"): ("COMPLETE RUNNING START", "COMPLETE"),
     }
+    ours = [_event("START", 1), _event("RUNNING", 2, details=True), _event("RUNNING", 3), _event("COMPLETE", 4)]
+    found = {
+        (d.aspect, d.detail): (d.reference, d.ours) for d in differences("s", {"events": reference}, {"events": ours})
+    }
+    assert found == {("inputStatistics", "file /in"): ("present", "absent")}
