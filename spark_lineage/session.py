@@ -3,7 +3,8 @@
 Threads involved, and what each may do:
 
 - Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, and
-  :class:`~spark_lineage.jvm.JobSink` for jobs that are no SQL execution, which only queue;
+  :class:`~spark_lineage.jvm.JobSink` at the start and end of each job (an RDD job's, or a SQL execution's,
+  whose query run gets a RUNNING event per job), which only queue;
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
