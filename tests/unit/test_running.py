@@ -220,3 +220,16 @@ def test_the_parity_comparison_sees_missing_running_events_job_details_and_input
         (d.aspect, d.detail): (d.reference, d.ours) for d in differences("s", {"events": reference}, {"events": ours})
     }
     assert found == {("inputStatistics", "file /in"): ("present", "absent")}
+
+
+def test_an_iceberg_scan_gets_input_statistics_from_its_scan_report() -> None:
+    from iceberg_facets.dataset import attach_scan_report
+    from spark_lineage.handlers.iceberg import scan_statistics
+    from spark_lineage.lineage import DatasetLineage, InputStatistics
+    from spark_lineage.naming import from_location
+
+    dataset = DatasetLineage(from_location("file:/warehouse/db/t"))
+    metrics = {"result-data-files": {"unit": "count", "value": 3}, "total-file-size-in-bytes": {"value": 4096}}
+    attach_scan_report(dataset, {"table-name": "ice.db.t", "snapshot-id": 5, "metrics": metrics})
+    assert scan_statistics(dataset) == InputStatistics(bytes=4096, files=3)
+    assert scan_statistics(DatasetLineage(from_location("file:/warehouse/db/u"))) is None  # no report: no facet
