@@ -166,7 +166,11 @@ class EventBuilder:
         """A child run of the application run (or of ``parent``): START at ``times[0]`` (with
         ``start_details``, an RDD job's), RUNNING for ``jobs`` (see :func:`running_moments`), then COMPLETE
         (with ``metrics``), or FAIL with ``error``, at ``times[1]``."""
-        start_ms, end_ms = times
+        moments = running_moments(jobs)
+        # The query's start is its end less its duration, read when the listener ran: a job can seem to start
+        # before it. The run spans its jobs.
+        start_ms = min([times[0], *(moment.time_ms for moment in moments)])
+        end_ms = max([times[1], *(moment.time_ms for moment in moments)])
         run_id = new_run_id(start_ms)
         run_facets = self._child_run_facets(lineage, parent)
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
@@ -188,7 +192,7 @@ class EventBuilder:
             )
 
         events = [event(RunState.START, start_ms, start_facets, None)]
-        for moment in running_moments(jobs):
+        for moment in moments:
             if moment.details is None:  # the first job's end: what the outputs got so far is known
                 events.append(event(RunState.RUNNING, moment.time_ms, run_facets, metrics))
             else:

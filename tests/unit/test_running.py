@@ -122,6 +122,18 @@ def test_a_query_run_has_a_running_event_per_job_with_its_details(version: str) 
     assert [d["eventTime"] for d in documents] == sorted(d["eventTime"] for d in documents)
 
 
+def test_a_run_spans_its_jobs_whatever_the_start_it_was_given(version: str) -> None:
+    """The query's start is reckoned from its end and duration when the listener ran: a job may seem earlier."""
+    session = recorded_session(PLANS / version)
+    query = recorded_query(PLANS / version, "cl_projection")
+    query = replace(query, jobs=(QueryJob(SparkJobDetails(6), query.start_ms - 50, query.end_ms + 5, True),))
+    events = EventBuilder(LineageConfig(), session, APP_RUN).query_events(
+        query, analyze(query, AnalysisContext(session=session))
+    )
+    assert [e.eventTime for e in events] == sorted(e.eventTime for e in events)
+    assert events[0].eventTime == events[1].eventTime  # START no later than the job's start
+
+
 def test_a_failed_query_has_no_running_event_for_its_failed_job(version: str) -> None:
     session = recorded_session(PLANS / version)
     query = recorded_query(PLANS / version, "cl_projection")
