@@ -175,6 +175,7 @@ class LineageRuntime:
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
         self.job_sink = JobSink(self.analysis_worker.submit)
         self._rdd_jobs: dict[int, RddJobStart] = {}
+        self._reports_query_jobs = analysis.reports_query_jobs(self.session.conf)
         self.query_jobs = QueryJobLog()
         """The Spark jobs of queries not reported yet, when this runtime's listener hears the context's jobs."""
         self._owns_job_listener = False
@@ -319,7 +320,8 @@ class LineageRuntime:
         query = self._capture(pending)
         if query is None:
             return
-        query.jobs = self._job_log().take(query.query_id)
+        jobs = self._job_log().take(query.query_id)
+        query.jobs = jobs if self._reports_query_jobs else ()
         lineage = self._lineage(query, self.context)
         allowed = query.tree is not None and query.tree.simple_name in self.config.allowed_spark_nodes
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage) and not allowed:

@@ -76,6 +76,7 @@ def scan_inputs(
             return []
         if not dataset.schema and relation is not None:  # a catalog that keeps no schema (Delta's tables)
             dataset.schema = schema_fields(relation.get("schema")) or dataset.schema
+        dataset.input_statistics = table_scan_statistics(relation)
         describe_location(relation, [dataset], ctx)
         return [dataset]
     handler = handler_for(relation.simple_name) if relation is not None else None
@@ -124,6 +125,20 @@ class HadoopFsRelationHandler(NodeHandler):
         ]
         describe_location(node, datasets, ctx)
         return datasets
+
+
+_UNKNOWN_SIZE = 2**63 - 1
+"""What Spark estimates the size of a table it has no statistics for (``spark.sql.defaultSizeInBytes``)."""
+
+
+def table_scan_statistics(relation: CapturedNode | None) -> InputStatistics | None:
+    """A catalog table's scan: the relation's size when Spark knows it (from the table's statistics, or the
+    files of a Delta table's snapshot), without a file count, as openlineage-spark gives a table without
+    statistics of its own."""
+    size = relation.get("sizeInBytes") if relation is not None else None
+    if not isinstance(size, int) or size >= _UNKNOWN_SIZE:
+        return None
+    return InputStatistics(bytes=size)
 
 
 def relation_statistics(relation: CapturedNode) -> InputStatistics | None:

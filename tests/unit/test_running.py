@@ -245,3 +245,22 @@ def test_an_iceberg_scan_gets_input_statistics_from_its_scan_report() -> None:
     attach_scan_report(dataset, {"table-name": "ice.db.t", "snapshot-id": 5, "metrics": metrics})
     assert scan_statistics(dataset) == InputStatistics(bytes=4096, files=3)
     assert scan_statistics(DatasetLineage(from_location("file:/warehouse/db/u"))) is None  # no report: no facet
+
+
+def test_a_catalog_table_scan_gets_its_size_when_spark_knows_it() -> None:
+    from spark_lineage.handlers.relations import table_scan_statistics
+    from spark_lineage.lineage import InputStatistics
+
+    relation = CapturedNode("org.apache.spark.sql.execution.datasources.HadoopFsRelation", {"sizeInBytes": 2048})
+    assert table_scan_statistics(relation) == InputStatistics(bytes=2048)
+    # A table without statistics is estimated at spark.sql.defaultSizeInBytes: no size known.
+    relation.props["sizeInBytes"] = 2**63 - 1
+    assert table_scan_statistics(relation) is None
+    assert table_scan_statistics(None) is None
+
+
+def test_no_running_events_with_deltas_session_extension() -> None:
+    from spark_lineage.analysis import reports_query_jobs
+
+    assert reports_query_jobs({}) is True
+    assert reports_query_jobs({"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}) is False
