@@ -9,8 +9,9 @@ that Python workers add no noise), after a warm-up; the wall time from the first
 ``spark.stop()`` has returned is reported. Three sides alternate:
 
 - ``on``: lineage on, with the RDD job listener;
-- ``on_rdd_disabled``: lineage on, with ``spark.openlineage.filter.rddEventsDisabled=true`` (no job listener):
-  the ratio ``on / on_rdd_disabled`` is what the listener costs;
+- ``on_rdd_disabled``: lineage on, with ``spark.openlineage.filter.rddEventsDisabled=true`` (the job listener,
+  which also serves SQL executions' jobs, then passes no RDD job to Python): the ratio ``on / on_rdd_disabled``
+  is what passing RDD jobs on costs, no longer the listener's whole cost;
 - ``off``: no lineage.
 
 Job wall times on a shared 2-core machine drift by more than the 3 % budget, so a last process (lineage on)

@@ -93,6 +93,13 @@ def read_only_roots(conf: Mapping[str, str]) -> frozenset[str]:
     return READ_ONLY_ROOTS | DELTA_SESSION_ROOTS if naming.has_delta_extension(conf) else READ_ONLY_ROOTS
 
 
+def reports_query_jobs(conf: Mapping[str, str]) -> bool:
+    """Whether a query run gets RUNNING events for its Spark jobs in a session with this configuration: not with
+    Delta's session extension, where openlineage-spark drops every SQL execution's job events (its Delta event
+    filter, which would otherwise report Delta's commands twice)."""
+    return not naming.has_delta_extension(conf)
+
+
 def wants_write_metrics(root_class: str) -> bool:
     handler = handler_for(root_class)
     return handler is not None and handler.reports_write_metrics

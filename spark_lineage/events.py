@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -15,6 +15,7 @@ from openlineage.client.facet_v2 import (
     datasource_dataset,
     error_message_run,
     extraction_error_run,
+    input_statistics_input_dataset,
     job_type_job,
     lifecycle_state_change_dataset,
     output_statistics_output_dataset,
@@ -36,6 +37,7 @@ from spark_lineage.facets import (
     LOGICAL_PLAN_FACET,
     PRODUCER,
     SparkApplicationDetailsRunFacet,
+    SparkJobDetailsRunFacet,
     SparkPropertiesRunFacet,
     environment_properties_facet,
     logical_plan_facet,
@@ -50,7 +52,7 @@ from spark_lineage.lineage import (
     SchemaField,
 )
 from spark_lineage.naming.rewrites import DatasetRewrites
-from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
+from spark_lineage.plan import CapturedQuery, QueryJob, RddJobEnd, RddJobStart, SessionInfo, SparkJobDetails
 from spark_lineage.redaction import Redactor
 
 
@@ -114,8 +116,10 @@ class EventBuilder:
     def query_events(
         self, query: CapturedQuery, lineage: QueryLineage, *, parent: ParentJob | None = None, streaming: bool = False
     ) -> list[RunEvent]:
-        """START then COMPLETE, or START then FAIL, for one query, sharing one run id; its parent is the
-        application run unless ``parent`` says otherwise (a micro-batch's streaming query)."""
+        """START, a RUNNING event per Spark job the query ran (at the job's start, with ``spark_jobDetails``) and
+        one when its first job ended, then COMPLETE or FAIL, for one query, sharing one run id, as
+        openlineage-spark reports a SQL execution; its parent is the application run unless ``parent`` says
+        otherwise (a micro-batch's streaming query)."""
         job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "STREAMING" if streaming else "BATCH")}
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
@@ -129,7 +133,8 @@ class EventBuilder:
             None if query.succeeded else (query.error or "query failed"),
             query.error_stack,
             parent,
-            {LOGICAL_PLAN_FACET: plan} if plan is not None else {},
+            jobs=query.jobs,
+            query_facets={LOGICAL_PLAN_FACET: plan} if plan is not None else {},
         )
 
     def rdd_job_events(self, start: RddJobStart, end: RddJobEnd, lineage: QueryLineage) -> list[RunEvent]:
@@ -145,6 +150,7 @@ class EventBuilder:
             {},
             end.error,
             end.error_stack,
+            start_details=start.details,
         )
 
     def _run_events(
@@ -157,37 +163,55 @@ class EventBuilder:
         error: str | None,
         error_stack: str | None,
         parent: ParentJob | None = None,
+        *,
+        jobs: Sequence[QueryJob] = (),
+        start_details: SparkJobDetails | None = None,
         query_facets: dict[str, Any] | None = None,
     ) -> list[RunEvent]:
-        """A child run of the application run (or of ``parent``): START at ``times[0]``, then COMPLETE (with
-        ``metrics``), or FAIL with ``error``, at ``times[1]``; ``query_facets`` go on both events."""
-        start_ms, end_ms = times
+        """A child run of the application run (or of ``parent``): START at ``times[0]`` (with
+        ``start_details``, an RDD job's), RUNNING for ``jobs`` (see :func:`running_moments`), then COMPLETE
+        (with ``metrics``), or FAIL with ``error``, at ``times[1]``; ``query_facets`` go on every event."""
+        moments = running_moments(jobs)
+        # The query's start is its end less its duration, read when the listener ran: a job can seem to start
+        # before it. The run spans its jobs.
+        start_ms = min([times[0], *(moment.time_ms for moment in moments)])
+        end_ms = max([times[1], *(moment.time_ms for moment in moments)])
         run_id = new_run_id(start_ms)
         run_facets = {**self._child_run_facets(lineage, parent), **(query_facets or {})}
         start_facets = {**run_facets, "spark_applicationDetails": self._application_details()}
+        if start_details is not None:
+            start_facets["spark_jobDetails"] = job_details_facet(start_details)
         inputs = [self._input(d) for d in lineage.inputs]
-        start = self._event(
-            RunState.START,
-            start_ms,
-            run_id,
-            job_name,
-            start_facets,
-            job_facets,
-            inputs=inputs,
-            outputs=[self._output(d, None) for d in lineage.outputs],
-        )
-        end_facets = dict(run_facets)
+
+        def event(state: RunState, epoch_ms: int, facets: dict[str, Any], outputs: dict[str, int] | None) -> RunEvent:
+            """``outputs``: the metrics the outputs' statistics come from, ``None`` for none."""
+            return self._event(
+                state,
+                epoch_ms,
+                run_id,
+                job_name,
+                facets,
+                job_facets,
+                inputs=inputs,
+                outputs=[self._output(d, outputs) for d in lineage.outputs],
+            )
+
+        events = [event(RunState.START, start_ms, start_facets, None)]
+        for moment in moments:
+            if moment.details is None:  # the first job's end: what the outputs got so far is known
+                events.append(event(RunState.RUNNING, moment.time_ms, run_facets, metrics))
+            else:
+                facets = {**start_facets, "spark_jobDetails": job_details_facet(moment.details)}
+                events.append(event(RunState.RUNNING, moment.time_ms, facets, None))
         if error is None:
-            state = RunState.COMPLETE
-            outputs = [self._output(d, metrics) for d in lineage.outputs]
+            events.append(event(RunState.COMPLETE, end_ms, run_facets, metrics))
         else:
-            state = RunState.FAIL
-            outputs = [self._output(d, None) for d in lineage.outputs]
+            end_facets = dict(run_facets)
             end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=error, programmingLanguage="JAVA", stackTrace=error_stack, producer=PRODUCER
             )
-        end = self._event(state, end_ms, run_id, job_name, end_facets, job_facets, inputs=inputs, outputs=outputs)
-        return [start, end]
+            events.append(event(RunState.FAIL, end_ms, end_facets, None))
+        return events
 
     # --- streaming query runs ------------------------------------------------------------------------------
 
@@ -314,6 +338,39 @@ class EventBuilder:
 
     def _output(self, dataset: DatasetLineage, metrics: dict[str, int] | None) -> OutputDataset:
         return output_dataset(rewritten(dataset, self._rewrites), self.config.facet_enabled, metrics)
+
+
+@dataclass(frozen=True)
+class RunningMoment:
+    """When a query run gets a RUNNING event: a job's start (``details``: which job), or its first job's end
+    (``details`` ``None``)."""
+
+    time_ms: int
+    details: SparkJobDetails | None = None
+
+
+def running_moments(jobs: Sequence[QueryJob]) -> list[RunningMoment]:
+    """The RUNNING events of a query run, in time order, as openlineage-spark sends them for a SQL execution:
+    one at each of its jobs' starts, and one when the first of them ended, if it succeeded (a failed job ends
+    the run with FAIL)."""
+    moments = [RunningMoment(job.start_ms, job.details) for job in jobs]
+    ended = [job for job in jobs if job.end_ms is not None]
+    if ended:
+        first = min(ended, key=lambda job: (job.end_ms or 0, job.details.job_id))
+        if first.succeeded and first.end_ms is not None:
+            moments.append(RunningMoment(first.end_ms))
+    # A job's end comes after its own start: at the same millisecond, starts first.
+    return sorted(moments, key=lambda moment: (moment.time_ms, moment.details is None))
+
+
+def job_details_facet(details: SparkJobDetails) -> SparkJobDetailsRunFacet:
+    return SparkJobDetailsRunFacet(
+        jobId=details.job_id,
+        jobDescription=details.description,
+        jobGroup=details.group,
+        jobCallSite=details.call_site,
+        producer=PRODUCER,
+    )
 
 
 def rewritten(dataset: DatasetLineage, rewrites: DatasetRewrites) -> DatasetLineage:
@@ -456,11 +513,19 @@ def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.Colum
 
 
 def input_dataset(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> InputDataset:
+    """An input; with ``inputStatistics`` on every event of the run when its scan's size is known, as
+    openlineage-spark reports a file relation's (bytes and files; no rows)."""
+    input_facets = dict(dataset.input_facets)
+    stats = dataset.input_statistics
+    if stats is not None and "inputStatistics" not in input_facets:
+        input_facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=stats.rows, size=stats.bytes, fileCount=stats.files, producer=PRODUCER
+        )
     return InputDataset(
         namespace=dataset.identifier.namespace,
         name=dataset.identifier.name,
         facets=dataset_facets(dataset, enabled),
-        inputFacets=only_enabled(dict(dataset.input_facets), enabled),
+        inputFacets=only_enabled(input_facets, enabled),
     )
 
 

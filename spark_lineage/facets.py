@@ -71,6 +71,21 @@ class LogicalPlanRunFacet(RunFacet):
         return _RUN_FACET_SCHEMA
 
 
+@attr.define
+class SparkJobDetailsRunFacet(RunFacet):
+    """``spark_jobDetails``: the Spark job whose start an event reports (a query run's RUNNING event, an RDD
+    job run's START), with the properties it was submitted with, as openlineage-spark sends it."""
+
+    jobId: int
+    jobDescription: str | None = None
+    jobGroup: str | None = None
+    jobCallSite: str | None = None
+
+    @staticmethod
+    def _get_schema() -> str:
+        return _RUN_FACET_SCHEMA
+
+
 def logical_plan_facet(plan_json: str | None) -> LogicalPlanRunFacet | None:
     """The facet for a plan read as JSON; ``None`` without one, or when it is no JSON (it is never sent as
     text)."""

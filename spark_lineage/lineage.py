@@ -23,10 +23,16 @@ class SchemaField:
 
 
 @dataclass(frozen=True)
-class OutputStatistics:
+class Statistics:
+    """Rows, bytes and files a query read from or wrote to a dataset, as far as known."""
+
     rows: int | None = None
     bytes: int | None = None
     files: int | None = None
+
+
+OutputStatistics = Statistics
+InputStatistics = Statistics
 
 
 @dataclass(frozen=True, order=True)
@@ -84,6 +90,8 @@ class DatasetLineage:
     statistics: OutputStatistics | None = None
     """Rows, bytes and files written, when the dataset itself says (an Iceberg commit report); otherwise the
     query's SQL metrics are used."""
+    input_statistics: InputStatistics | None = None
+    """Bytes and files a scan of it covers (a file relation's size and files), for ``inputStatistics``."""
     column_lineage: ColumnLineage | None = None
     """For an output: which input columns each of its columns comes from."""
 
@@ -99,6 +107,7 @@ class DatasetLineage:
         self.input_facets = {**other.input_facets, **self.input_facets}
         self.output_facets = {**other.output_facets, **self.output_facets}
         self.statistics = self.statistics or other.statistics
+        self.input_statistics = self.input_statistics or other.input_statistics
         self.column_lineage = self.column_lineage or other.column_lineage
 
 

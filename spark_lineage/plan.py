@@ -23,6 +23,7 @@ ProbeKind = Literal[
     "cached_plan",
     "qualified_path",
     "rdd_graph",
+    "count",
 ]
 
 
@@ -48,7 +49,8 @@ class Probe:
     - ``tree``: a plan that is not part of the query's own tree, read like it (:class:`CatalystNode`);
     - ``cached_plan``: the logical plan a cached relation (``InMemoryRelation``) holds, as a ``tree``;
     - ``qualified_path``: a Hadoop path (or its text) qualified by its file system, as Spark writes to it.
-    - ``rdd_graph``: an RDD and every RDD it depends on, as :class:`RddRecord` records.
+    - ``rdd_graph``: an RDD and every RDD it depends on, as :class:`RddRecord` records;
+    - ``count``: how many items a Java array or a Scala collection holds (not the items).
 
     Plans inside the query's tree (a command's query, a subquery) need no probe: handlers find them in the
     tree, with their own nodes already probed.
@@ -305,14 +307,24 @@ class CapturedQuery:
     logical_plan: str | None = None
     """The optimized logical plan as Spark's ``toJSON`` gives it, read only when the ``spark.logicalPlan`` run
     facet is on."""
+    query_id: int | None = None
+    """``QueryExecution.id``: what the query's Spark jobs are filed under (:class:`SqlJobStart`)."""
+    jobs: tuple[QueryJob, ...] = ()
+    """The Spark jobs the query ran, in the order they started (each a RUNNING event of the query's run)."""
 
     @property
     def succeeded(self) -> bool:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
-        plan = {"logicalPlan": self.logical_plan} if self.logical_plan is not None else {}
+        # The query id, jobs and plan JSON only when known: recorded plans without them stay as they were.
+        known: dict[str, Any] = {"queryId": self.query_id} if self.query_id is not None else {}
+        if self.jobs:
+            known["jobs"] = [job.to_dict() for job in self.jobs]
+        if self.logical_plan is not None:
+            known["logicalPlan"] = self.logical_plan
         return {
+            **known,
             "funcName": self.func_name,
             "startMs": self.start_ms,
             "endMs": self.end_ms,
@@ -323,7 +335,6 @@ class CapturedQuery:
             "error": self.error,
             "errorStack": self.error_stack,
             "captureErrors": list(self.capture_errors),
-            **plan,
         }
 
     @classmethod
@@ -340,6 +351,8 @@ class CapturedQuery:
             error_stack=data.get("errorStack"),
             capture_errors=list(data.get("captureErrors", [])),
             logical_plan=data.get("logicalPlan"),
+            query_id=data.get("queryId"),
+            jobs=tuple(QueryJob.from_dict(job) for job in data.get("jobs", [])),
         )
 
 
@@ -390,6 +403,24 @@ class RddRecord:
 
 
 @dataclass(frozen=True)
+class SparkJobDetails:
+    """Which Spark job this is, from its start event: its id and the properties it was submitted with
+    (``spark.job.description``, ``spark.jobGroup.id``, ``callSite.short``), ``None`` where unset."""
+
+    job_id: int
+    description: str | None = None
+    group: str | None = None
+    call_site: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobId": self.job_id, "description": self.description, "group": self.group, "callSite": self.call_site}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SparkJobDetails:
+        return cls(int(data["jobId"]), data.get("description"), data.get("group"), data.get("callSite"))
+
+
+@dataclass(frozen=True)
 class RddJobStart:
     """A non-SQL Spark job as it started: what its final RDD depends on, and where it writes."""
 
@@ -400,6 +431,44 @@ class RddJobStart:
     output_path: str | None = None
     errors: tuple[str, ...] = ()
     """What could not be read."""
+    details: SparkJobDetails | None = None
+    """The job's id and properties, as its start event had them."""
+
+
+@dataclass(frozen=True)
+class SqlJobStart:
+    """A Spark job of a SQL execution as it started, and which query (``QueryExecution.id``) runs it: ``None``
+    when the execution was over before Spark's listener thread reached the job's start."""
+
+    query_id: int | None
+    time_ms: int
+    details: SparkJobDetails
+
+
+@dataclass(frozen=True)
+class SqlJobEnd:
+    """A Spark job of a SQL execution as it ended."""
+
+    job_id: int
+    time_ms: int
+    succeeded: bool
+
+
+@dataclass(frozen=True)
+class QueryJob:
+    """One Spark job a query ran: when it started and, once it did, when it ended and how."""
+
+    details: SparkJobDetails
+    start_ms: int
+    end_ms: int | None = None
+    succeeded: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.details.to_dict(), "startMs": self.start_ms, "endMs": self.end_ms, "succeeded": self.succeeded}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> QueryJob:
+        return cls(SparkJobDetails.from_dict(data), int(data["startMs"]), data.get("endMs"), data.get("succeeded"))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Threads involved, and what each may do:
 
 - Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, and
-  :class:`~spark_lineage.jvm.JobSink` for jobs that are no SQL execution, which only queue;
+  :class:`~spark_lineage.jvm.JobSink` at the start and end of each job (an RDD job's, or a SQL execution's,
+  whose query run gets a RUNNING event per job), which only queue;
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
@@ -40,12 +41,14 @@ from spark_lineage.jvm import (
     PendingJob,
     PendingQuery,
     PendingReport,
+    PendingSqlJob,
     PendingStreamEvent,
     QueryListener,
     StreamListener,
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import CapturedQuery, RddJobStart, SessionInfo
+from spark_lineage.query_jobs import QueryJobLog
 from spark_lineage.redaction import Redactor
 from spark_lineage.streaming import StreamTracker
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -65,7 +68,7 @@ _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
-WorkItem = PendingQuery | PendingJob | PendingReport | Callable[[], object]
+WorkItem = PendingQuery | PendingJob | PendingSqlJob | PendingReport | Callable[[], object]
 """What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
 
@@ -174,6 +177,9 @@ class LineageRuntime:
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
         self.job_sink = JobSink(self.analysis_worker.submit)
         self._rdd_jobs: dict[int, RddJobStart] = {}
+        self._reports_query_jobs = analysis.reports_query_jobs(self.session.conf)
+        self.query_jobs = QueryJobLog()
+        """The Spark jobs of queries not reported yet, when this runtime's listener hears the context's jobs."""
         self._owns_job_listener = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -186,8 +192,7 @@ class LineageRuntime:
             self.bridge.register_stream_listener(self.stream_listener)
         except Exception as exc:  # noqa: BLE001 - batch lineage without streaming beats no lineage
             self.errors.report("adding the streaming query listener", exc)
-        if not self.config.rdd_events_disabled:
-            self._add_job_listener()
+        self._add_job_listener()
         if not self.config.iceberg_metrics_reporter_disabled:
             local: list[str] = []
             remote: list[str] = []
@@ -269,10 +274,10 @@ class LineageRuntime:
                 return
             _job_listener_owners[self.context_id] = self
         try:
-            self.bridge.add_job_listener(self.job_sink)
+            self.bridge.add_job_listener(self.job_sink, rdd_jobs=not self.config.rdd_events_disabled)
             self._owns_job_listener = True
-        except Exception as exc:  # noqa: BLE001 - SQL lineage without RDD jobs beats no lineage
-            self.errors.report("adding the RDD job listener", exc)
+        except Exception as exc:  # noqa: BLE001 - SQL lineage without job events beats no lineage
+            self.errors.report("adding the job listener", exc)
             with _lock:
                 _job_listener_owners.pop(self.context_id, None)
 
@@ -283,7 +288,7 @@ class LineageRuntime:
         try:
             self.bridge.remove_job_listener()
         except Exception as exc:  # noqa: BLE001
-            self.errors.report("removing the RDD job listener", exc)
+            self.errors.report("removing the job listener", exc)
         with _lock:
             if _job_listener_owners.get(self.context_id) is self:
                 del _job_listener_owners[self.context_id]
@@ -292,10 +297,7 @@ class LineageRuntime:
                 (
                     runtime
                     for runtime in _live_runtimes()
-                    if runtime is not self
-                    and runtime.active
-                    and runtime.context_id == self.context_id
-                    and not runtime.config.rdd_events_disabled
+                    if runtime is not self and runtime.active and runtime.context_id == self.context_id
                 ),
                 None,
             )
@@ -314,9 +316,14 @@ class LineageRuntime:
         if isinstance(pending, PendingJob):
             self._rdd_job(pending)
             return
+        if isinstance(pending, PendingSqlJob):
+            self.query_jobs.record(self.bridge.read_sql_job(pending))
+            return
         query = self._capture(pending)
         if query is None:
             return
+        jobs = self._job_log().take(query.query_id)
+        query.jobs = jobs if self._reports_query_jobs else ()
         lineage = self._lineage(query, self.context)
         allowed = query.tree is not None and query.tree.simple_name in self.config.allowed_spark_nodes
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage) and not allowed:
@@ -342,6 +349,12 @@ class LineageRuntime:
         if query is not None:
             self._record(query)
         return query
+
+    def _job_log(self) -> QueryJobLog:
+        """The log of the runtime whose listener hears this context's jobs (this one's, when none does)."""
+        with _lock:
+            owner = _job_listener_owners.get(self.context_id)
+        return self.query_jobs if owner is None else owner.query_jobs
 
     def _lineage(self, query: CapturedQuery, context: AnalysisContext) -> QueryLineage:
         try:

@@ -286,14 +286,20 @@ def runs_by_job(events: list[dict[str, Any]], job_contains: str) -> list[list[di
 
 
 def only_run(events: list[dict[str, Any]], job_contains: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The single query run matching ``job_contains``: its START and its final event."""
+    """The single query run matching ``job_contains``: its START and its final event (RUNNING ones between)."""
     runs = runs_by_job(events, job_contains)
     names = sorted({e["job"]["name"] for e in query_events(events)})
     assert len(runs) == 1, f"expected one run of a job containing {job_contains!r}, got {len(runs)}: {names}"
     (run,) = runs
-    assert run[0]["eventType"] == "START", run
-    assert len(run) == 2, [e["eventType"] for e in run]
-    return run[0], run[1]
+    assert run_ends([e["eventType"] for e in run])[0] == "START", run
+    return run[0], run[-1]
+
+
+def run_ends(types: list[str]) -> tuple[str, str]:
+    """A run's first and last event types, once checked that every event between them is RUNNING (a query run
+    has one per Spark job it ran)."""
+    assert len(types) >= 2 and all(t == "RUNNING" for t in types[1:-1]), types
+    return types[0], types[-1]
 
 
 def datasets(event: dict[str, Any], kind: str) -> list[tuple[str, str]]:

@@ -24,7 +24,7 @@ from iceberg_facets.dataset import (
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, schema_fields
 from spark_lineage.handlers.registry import nested_inputs, register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputStatistics
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
 
@@ -305,8 +305,20 @@ def iceberg_dataset(
         report = _claim(ctx.iceberg_scans, report_names, version)
         if report is not None:
             version = attach_scan_report(dataset, report) or version
+            dataset.input_statistics = scan_statistics(dataset)
     set_version(dataset, version)
     return dataset
+
+
+def scan_statistics(dataset: DatasetLineage) -> InputStatistics | None:
+    """What an Iceberg scan read, from its scan report: its data files and their bytes, as openlineage-spark's
+    ``inputStatistics`` gives them from the scan's tasks (it adds their records, which Iceberg's scan report
+    does not count)."""
+    facet = dataset.input_facets.get("icebergScanReport")
+    metrics = getattr(facet, "scanMetrics", None) or {}
+    if "resultDataFiles" not in metrics:
+        return None
+    return InputStatistics(bytes=metrics.get("totalFileSizeInBytes"), files=metrics["resultDataFiles"])
 
 
 def _claim(

@@ -13,7 +13,7 @@ from spark_lineage.handlers.base import (
     table_dataset,
 )
 from spark_lineage.handlers.registry import handler_for, nested_inputs, plan_inputs, register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn
+from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, InputStatistics
 from spark_lineage.plan import CapturedNode, Probe
 
 # A root path whose last segment carries a file extension is a file; the reference reports its directory
@@ -76,6 +76,7 @@ def scan_inputs(
             return []
         if not dataset.schema and relation is not None:  # a catalog that keeps no schema (Delta's tables)
             dataset.schema = schema_fields(relation.get("schema")) or dataset.schema
+        dataset.input_statistics = table_scan_statistics(relation)
         describe_location(relation, [dataset], ctx)
         return [dataset]
     handler = handler_for(relation.simple_name) if relation is not None else None
@@ -106,6 +107,10 @@ class HadoopFsRelationHandler(NodeHandler):
         "schema": Probe(("schema", "json")),
         # The file index, probed by its own class's handler where it has one (a Delta table's: its version).
         "location": Probe(("location",), "node"),
+        # What the scan covers, for inputStatistics as openlineage-spark gives it: Spark's size estimate of the
+        # relation (its files' sizes times spark.sql.sources.fileCompressionFactor) and how many files it has.
+        "sizeInBytes": Probe(("sizeInBytes",)),
+        "fileCount": Probe(("inputFiles",), "count"),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -113,11 +118,35 @@ class HadoopFsRelationHandler(NodeHandler):
         paths = [path for path in node.get("rootPaths", []) if not naming.is_delta_log(path)]
         files = {p for p in paths if _FILE_NAME.search(p)}
         schema = schema_fields(node.get("schema"))
+        stats = relation_statistics(node)
         datasets = [
-            DatasetLineage(naming.from_location(path), schema=schema) for path in naming.input_directories(paths, files)
+            DatasetLineage(naming.from_location(path), schema=schema, input_statistics=stats)
+            for path in naming.input_directories(paths, files)
         ]
         describe_location(node, datasets, ctx)
         return datasets
+
+
+_UNKNOWN_SIZE = 2**63 - 1
+"""What Spark estimates the size of a table it has no statistics for (``spark.sql.defaultSizeInBytes``)."""
+
+
+def table_scan_statistics(relation: CapturedNode | None) -> InputStatistics | None:
+    """A catalog table's scan: the relation's size when Spark knows it (from the table's statistics, or the
+    files of a Delta table's snapshot), without a file count, as openlineage-spark gives a table without
+    statistics of its own."""
+    size = relation.get("sizeInBytes") if relation is not None else None
+    if not isinstance(size, int) or size >= _UNKNOWN_SIZE:
+        return None
+    return InputStatistics(bytes=size)
+
+
+def relation_statistics(relation: CapturedNode) -> InputStatistics | None:
+    """A file relation's size and file count, when both were read (the reference gives both or none)."""
+    size, files = relation.get("sizeInBytes"), relation.get("fileCount")
+    if not isinstance(size, int) or not isinstance(files, int):
+        return None
+    return InputStatistics(bytes=size, files=files)
 
 
 @register

@@ -18,7 +18,7 @@ means.
 
 from spark_lineage.jvm.bridge import JvmBridge, QueryListener
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
-from spark_lineage.jvm.listener import JobSink, PendingJob
+from spark_lineage.jvm.listener import JobSink, PendingJob, PendingSqlJob
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery
 from spark_lineage.jvm.streaming import PendingStreamEvent, StreamEventKind, StreamListener, StreamStarted
 from spark_lineage.jvm.values import JvmError
@@ -32,6 +32,7 @@ __all__ = [
     "PendingJob",
     "PendingQuery",
     "PendingReport",
+    "PendingSqlJob",
     "PendingStreamEvent",
     "QueryListener",
     "StreamEventKind",

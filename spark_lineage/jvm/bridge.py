@@ -14,11 +14,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
-from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, RddJobReader
+from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, PendingSqlJob, RddJobReader, read_sql_job
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
 from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, parse_map, safe, unwrap_option
-from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo
+from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo, SqlJobEnd, SqlJobStart
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -176,10 +176,10 @@ class JvmBridge:
 
     # --- jobs that are no SQL execution (RDD actions) ------------------------------------------------------
 
-    def add_job_listener(self, sink: JobSink) -> None:
-        """Add the Spark listener that hands ``sink`` the start and end of each job that is no SQL execution
-        (:mod:`spark_lineage.jvm.listener`)."""
-        listener = JobListener(self._sc, self._gateway, self._classes, sink)
+    def add_job_listener(self, sink: JobSink, rdd_jobs: bool = True) -> None:
+        """Add the Spark listener that hands ``sink`` the start and end of each job: of SQL executions, and
+        with ``rdd_jobs`` of those that are none (:mod:`spark_lineage.jvm.listener`)."""
+        listener = JobListener(self._sc, self._gateway, self._classes, sink, rdd_jobs)
         listener.install()
         self._job_listener = listener
 
@@ -193,6 +193,11 @@ class JvmBridge:
         if self._jobs is None:
             self._jobs = RddJobReader(self._classes)
         return self._jobs.read(pending)
+
+    @staticmethod
+    def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
+        """What a queued SQL execution's job start or end says (plain text: no JVM call)."""
+        return read_sql_job(pending)
 
     # --- queries -------------------------------------------------------------------------------------------
 

@@ -1,18 +1,21 @@
-"""A Spark listener that passes Python only the starts and ends of jobs that are not SQL executions.
+"""A Spark listener that passes Python only the starts and ends of jobs.
 
 A listener written in Python would be called over py4j for every listener event Spark posts: each task's
 start and end, metrics updates, block updates (thousands of round trips for a job of a thousand tasks). This
 one is a ``java.lang.reflect.Proxy`` of ``SparkListenerInterface`` whose invocation handler is composed of
 method handles (:mod:`spark_lineage.jvm.method_handles`), so every event is filtered in the JVM, and Python
-is called twice per RDD job:
+is called twice per job, with what it needs already read:
 
-- at a job's start when its properties carry no SQL execution id (SQL executions are reported by the query
-  listener), with the ``ActiveJob`` Spark keeps for it, captured in the JVM at once: Spark forgets it when the
-  job ends, and a short job may end before Python could ask;
-- at the end of a job it passed the start of.
+- at the start of a job whose properties carry no SQL execution id (an RDD action), with the job's id, time
+  and properties as one text, and the ``ActiveJob`` Spark keeps for it, captured in the JVM at once: Spark
+  forgets it when the job ends, and a short job may end before Python could ask;
+- at the start of a job of a SQL execution, with one text: the job's id, time and properties, and the id of
+  the ``QueryExecution`` running it (the query listener reports that query after it ran; its run gets a
+  RUNNING event per job);
+- at the end of a job it passed the start of: an RDD job's end event, a SQL job's id, time and outcome as text.
 
-The Python side only queues (:class:`JobSink`); :class:`RddJobReader` reads what a queued job holds on the
-analysis thread, as plain data.
+The Python side only queues (:class:`JobSink`); :class:`RddJobReader` reads what a queued RDD job holds on the
+analysis thread, as plain data, and :func:`read_sql_job` what a SQL job's text says.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.values import JvmClasses, message, safe
-from spark_lineage.plan import RddJobEnd, RddJobStart, RddRecord
+from spark_lineage.plan import RddJobEnd, RddJobStart, RddRecord, SparkJobDetails, SqlJobEnd, SqlJobStart
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,15 @@ _JOB_END = "org.apache.spark.scheduler.SparkListenerJobEnd"
 _LISTENER = "org.apache.spark.scheduler.SparkListenerInterface"
 _SQL_EXECUTION_ID = "spark.sql.execution.id"
 _END = "end"
-"""What the sink receives beside a job end: a string crosses py4j as a value, with no round trip."""
+"""What the sink receives beside an RDD job's end: a string crosses py4j as a value, with no round trip."""
+_SQL = "sql"
+"""What the sink receives beside the text of a SQL execution's job start or end."""
+_FIELD_SEP = "\x1f"
+_UNSET = "\x1d"
+"""Stands for a job property that is not set."""
+_JOB_PROPERTIES = ("spark.job.description", "spark.jobGroup.id", "callSite.short")
+_SQL_EXECUTION = "org.apache.spark.sql.execution.SQLExecution"
+_QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
 _OUTPUT_DIR = "mapreduce.output.fileoutputformat.outputdir"
 """Where both Hadoop output APIs keep a file output's directory (``FileOutputFormat.setOutputPath``)."""
 _WRITE_CONFIGS = ("HadoopMapRedWriteConfigUtil", "HadoopMapReduceWriteConfigUtil")
@@ -44,7 +55,8 @@ _CAPTURED_ARGUMENTS = 4
 
 @dataclass
 class PendingJob:
-    """What the listener hands to the worker: JVM references only, nothing read yet."""
+    """What the listener hands to the worker for an RDD job: at its start, its text and the JVM reference to
+    its ``ActiveJob``; at its end, the end event; nothing read yet."""
 
     event: Any
     active_job: Any = None
@@ -55,18 +67,28 @@ class PendingJob:
         return self.active_job is not None
 
 
+@dataclass(frozen=True)
+class PendingSqlJob:
+    """The start or end of a job of a SQL execution, as the JVM wrote it: plain text, read on the worker."""
+
+    text: str
+
+
 class JobSink:
     """The Python end of the listener: queues what the JVM passes and returns. Never raises into Spark."""
 
-    def __init__(self, submit: Callable[[PendingJob], object]) -> None:
+    def __init__(self, submit: Callable[[PendingJob | PendingSqlJob], object]) -> None:
         self._submit = submit
         self.calls = 0
 
     def accept(self, event: Any, extra: Any) -> None:
         self.calls += 1
         try:
-            # A JavaObject compares through a JVM call: the type says which end of a job this is.
-            self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
+            # A JavaObject compares through a JVM call: the type says what was passed.
+            if isinstance(extra, str) and extra == _SQL:
+                self._submit(PendingSqlJob(event))
+            else:
+                self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
         except BaseException:
             log.debug("spark_lineage could not queue a job event", exc_info=True)
 
@@ -77,7 +99,11 @@ class JobSink:
 class JobListener:
     """The filtering listener of one SparkContext, installed and removed through its listener bus."""
 
-    def __init__(self, spark_context: Any, gateway: Any, classes: JvmClasses, sink: JobSink) -> None:
+    def __init__(
+        self, spark_context: Any, gateway: Any, classes: JvmClasses, sink: JobSink, rdd_jobs: bool = True
+    ) -> None:
+        self._rdd_jobs = rdd_jobs
+        """Whether jobs that are no SQL execution are passed on too (``filter.rddEventsDisabled`` says not)."""
         self._jsc = spark_context._jsc.sc()
         self._gateway = gateway
         self._classes = classes
@@ -93,7 +119,7 @@ class JobListener:
         holder.add(self._sink)
         jobs = self._jsc.dagScheduler().jobIdToActiveJob()
         builder = _ListenerBuilder(self._gateway, self._classes)
-        self._listener = builder.build(holder.get(0), jobs)
+        self._listener = builder.build(holder.get(0), jobs, self._rdd_jobs)
         self._jsc.addSparkListener(self._listener)
 
     def remove(self) -> None:
@@ -105,8 +131,9 @@ class JobListener:
 class _ListenerBuilder(HandleBuilder):
     """Composes ``InvocationHandler.invoke(proxy, method, args)`` for the filtering listener."""
 
-    def build(self, sink: Any, jobs: Any) -> Any:
+    def build(self, sink: Any, jobs: Any, rdd_jobs: bool = True) -> Any:
         tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+        sql_tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
         arg0 = self.mh.insertArguments(
             self.mh.arrayElementGetter(self._classes.java_class("[Ljava.lang.Object;")), 1, self._objects(0)
         ).asType(self._method_type(self.OBJ, self.OBJ))
@@ -133,8 +160,8 @@ class _ListenerBuilder(HandleBuilder):
             self._boxed(self.mh.filterArguments(same, 1, self._handles(arg0))), 1, self._types(self.OBJ)
         )
         cases = [
-            (self._named("onJobStart"), on_first_argument(self._on_start(sink, jobs, tracked))),
-            (self._named("onJobEnd"), on_first_argument(self._on_end(sink, tracked))),
+            (self._named("onJobStart"), on_first_argument(self._on_start(sink, jobs, tracked, sql_tracked, rdd_jobs))),
+            (self._named("onJobEnd"), on_first_argument(self._on_end(sink, tracked, sql_tracked))),
             (self._named("hashCode"), self.mh.dropArguments(identity_hash, 1, self._types(self.OBJ, self.OBJ))),
             (self._named("equals"), equals),
             (
@@ -172,26 +199,18 @@ class _ListenerBuilder(HandleBuilder):
         """``(event) -> Integer``: the job id, boxed as Spark's job map and our set key it."""
         return self._boxed(self._method(event_class, "jobId"))
 
-    def _on_start(self, sink: Any, jobs: Any, tracked: Any) -> Any:
-        """``(SparkListenerJobStart) -> void``: for a job that is no SQL execution, remember its id and pass it
-        on with its ``ActiveJob`` (an ``Option``)."""
-        properties = self._method(_JOB_START, "properties")
+    def _on_start(self, sink: Any, jobs: Any, tracked: Any, sql_tracked: Any, rdd_jobs: bool) -> Any:
+        """``(SparkListenerJobStart) -> void``: remember the job's id, and pass on its text: for a job that is
+        no SQL execution with its ``ActiveJob`` (an ``Option``), for a SQL execution's job with the id of the
+        query running it."""
+        execution_id = self._property(_SQL_EXECUTION_ID)
         is_null = self._method("java.util.Objects", "isNull", "java.lang.Object")
-        execution_id = self.mh.insertArguments(
-            self._method("java.util.Properties", "getProperty", "java.lang.String"), 1, self._objects(_SQL_EXECUTION_ID)
+        not_sql = self.mh.guardWithTest(
+            self._after(self._method(_JOB_START, "properties"), is_null),
+            self._constant(True),
+            self._after(execution_id, is_null),
         )
-        no_execution = self.mh.guardWithTest(is_null, self._constant(True), self._after(execution_id, is_null))
-        not_sql = self._after(properties, no_execution)
         job_id = self._job_id(_JOB_START)
-        remember = self._void(
-            self.mh.filterArguments(
-                self.mh.insertArguments(
-                    self._method("java.util.Set", "add", "java.lang.Object"), 0, self._objects(tracked)
-                ),
-                0,
-                self._handles(job_id),
-            )
-        )
         active_job = self.mh.filterArguments(
             self.mh.insertArguments(
                 self._method("scala.collection.mutable.HashMap", "get", "java.lang.Object"), 0, self._objects(jobs)
@@ -199,34 +218,124 @@ class _ListenerBuilder(HandleBuilder):
             0,
             self._handles(job_id),
         )
-        accept = self.mh.insertArguments(
-            self._method("java.util.function.BiConsumer", "accept", "java.lang.Object", "java.lang.Object"),
-            0,
-            self._objects(sink),
-        )
+        accept = self._accept(sink)
+        text = self._start_text(None)
         passed_on = self.mh.permuteArguments(
-            self.mh.filterArguments(accept, 1, self._handles(active_job.asType(self._method_type(self.OBJ, self.OBJ)))),
+            self.mh.filterArguments(accept, 0, self._handles(text, self._as_object(active_job))),
             self._method_type(self.VOID, self.OBJ),
             self._ints(0, 0),
         )
-        return self.mh.guardWithTest(not_sql, self._then(remember, passed_on), self._ignore())
-
-    def _on_end(self, sink: Any, tracked: Any) -> Any:
-        """``(SparkListenerJobEnd) -> void``: pass on the end of a job whose start was passed on."""
-        forget = self.mh.filterArguments(
-            self.mh.insertArguments(
-                self._method("java.util.Set", "remove", "java.lang.Object"), 0, self._objects(tracked)
-            ),
-            0,
-            self._handles(self._job_id(_JOB_END)),
+        sql_text = self._start_text(self._query_id(execution_id))
+        sql_passed_on = self.mh.filterArguments(
+            self.mh.insertArguments(accept, 1, self._objects(_SQL)), 0, self._handles(sql_text)
         )
-        accept = self.mh.insertArguments(
+        return self.mh.guardWithTest(
+            not_sql,
+            self._then(self._remember(tracked, job_id), passed_on) if rdd_jobs else self._ignore(),
+            self._then(self._remember(sql_tracked, job_id), sql_passed_on),
+        )
+
+    def _on_end(self, sink: Any, tracked: Any, sql_tracked: Any) -> Any:
+        """``(SparkListenerJobEnd) -> void``: pass on the end of a job whose start was passed on: an RDD job's
+        event, a SQL execution's job as text."""
+        job_id = self._job_id(_JOB_END)
+        accept = self._accept(sink)
+        passed_on = self.mh.insertArguments(accept, 1, self._objects(_END))
+        result = self._after(
+            self._after(self._method(_JOB_END, "jobResult"), self._method("java.lang.Object", "getClass")),
+            self._method("java.lang.Class", "getName"),
+        )
+        text = self._as_object(
+            self._joined(
+                self._string(job_id, "java.lang.Object"), self._string(self._method(_JOB_END, "time"), "long"), result
+            )
+        )
+        sql_passed_on = self.mh.filterArguments(
+            self.mh.insertArguments(accept, 1, self._objects(_SQL)), 0, self._handles(text)
+        )
+        return self.mh.guardWithTest(
+            self._forget(tracked, job_id),
+            passed_on,
+            self.mh.guardWithTest(self._forget(sql_tracked, job_id), sql_passed_on, self._ignore()),
+        )
+
+    def _accept(self, sink: Any) -> Any:
+        """``(Object, Object) -> void``: hand both to the Python sink."""
+        return self.mh.insertArguments(
             self._method("java.util.function.BiConsumer", "accept", "java.lang.Object", "java.lang.Object"),
             0,
             self._objects(sink),
         )
-        passed_on = self.mh.insertArguments(accept, 1, self._objects(_END))
-        return self.mh.guardWithTest(forget, passed_on, self._ignore())
+
+    def _remember(self, ids: Any, job_id: Any) -> Any:
+        return self._void(self._forget(ids, job_id, "add"))
+
+    def _forget(self, ids: Any, job_id: Any, operation: str = "remove") -> Any:
+        """``(event) -> boolean``: add the event's job id to ``ids``, or remove it (whether it was there)."""
+        return self.mh.filterArguments(
+            self.mh.insertArguments(
+                self._method("java.util.Set", operation, "java.lang.Object"), 0, self._objects(ids)
+            ),
+            0,
+            self._handles(job_id),
+        )
+
+    def _property(self, name: str) -> Any:
+        """``(SparkListenerJobStart) -> String``: a property the job was submitted with, or null."""
+        get = self.mh.insertArguments(
+            self._method("java.util.Properties", "getProperty", "java.lang.String"), 1, self._objects(name)
+        )
+        return self._after(self._method(_JOB_START, "properties"), get)
+
+    def _query_id(self, execution_id: Any) -> Any:
+        """``(SparkListenerJobStart) -> String``: the id of the ``QueryExecution`` of the job's SQL execution,
+        or empty when Spark no longer holds it (the execution ended before this listener got to the job)."""
+        query = self._after(
+            self._after(execution_id, self._method("java.lang.Long", "parseLong", "java.lang.String")),
+            self._method(_SQL_EXECUTION, "getQueryExecution", "long"),
+        )
+        empty = self.mh.dropArguments(self.mh.constant(self.STR, ""), 0, self._types(self.OBJ))
+        its_id = self._string(self._method(_QUERY_EXECUTION, "id"), "long")
+        return self._after(
+            query, self.mh.guardWithTest(self._method("java.util.Objects", "isNull", "java.lang.Object"), empty, its_id)
+        )
+
+    def _start_text(self, query_id: Any) -> Any:
+        """``(SparkListenerJobStart) -> Object``: the job's id, time and properties (and ``query_id``'s text)
+        joined into one string."""
+        unset = self.mh.insertArguments(
+            self._method("java.util.Objects", "toString", "java.lang.Object", "java.lang.String"),
+            1,
+            self._objects(_UNSET),
+        )
+        parts = [
+            self._string(self._job_id(_JOB_START), "java.lang.Object"),
+            self._string(self._method(_JOB_START, "time"), "long"),
+            *(self._after(self._property(name), unset) for name in _JOB_PROPERTIES),
+        ]
+        if query_id is not None:
+            parts.append(query_id)
+        return self._as_object(self._joined(*parts))
+
+    def _string(self, handle: Any, kind: str) -> Any:
+        """``(event) -> String``: what ``handle`` answers, as text."""
+        return self._after(handle, self._method("java.lang.String", "valueOf", kind))
+
+    def _joined(self, *parts: Any) -> Any:
+        """``(event) -> String``: the parts' texts joined with the field separator."""
+        sequence = self._classes.java_class("java.lang.CharSequence")
+        join = self._method("java.lang.String", "join", "java.lang.CharSequence", "[Ljava.lang.CharSequence;")
+        collected = self.mh.insertArguments(
+            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), len(parts)),
+            0,
+            self._objects(_FIELD_SEP),
+        )
+        filters = [part.asType(part.type().changeReturnType(sequence)) for part in parts]
+        each = self.mh.filterArguments(collected, 0, self._handles(*filters))
+        return self.mh.permuteArguments(each, self._method_type(self.STR, self.OBJ), self._ints(*([0] * len(parts))))
+
+    def _as_object(self, handle: Any) -> Any:
+        return handle.asType(self._method_type(self.OBJ, self.OBJ))
 
     def _ignore(self) -> Any:
         return self.mh.empty(self._method_type(self.VOID, self.OBJ))
@@ -246,11 +355,11 @@ class RddJobReader:
             pending.event = pending.active_job = None  # let the JVM free the job's RDDs and closures
 
     def _read_start(self, pending: PendingJob) -> RddJobStart:
-        event = pending.event
-        job_id, time_ms = int(event.jobId()), int(event.time())
+        time_ms, details = _job_started(str(pending.event).split(_FIELD_SEP))
+        job_id = details.job_id
         option = pending.active_job
         if not bool(option.isDefined()):
-            return RddJobStart(job_id, time_ms)
+            return RddJobStart(job_id, time_ms, details=details)
         errors: list[str] = []
         stage = option.get().finalStage()
         graph: tuple[RddRecord, ...] = ()
@@ -263,7 +372,7 @@ class RddJobReader:
             output = self._output_path(stage)
         except Exception as error:  # noqa: BLE001
             errors.append(f"output path: {message(error)}")
-        return RddJobStart(job_id, time_ms, graph, output, tuple(errors))
+        return RddJobStart(job_id, time_ms, graph, output, tuple(errors), details)
 
     def _output_path(self, stage: Any) -> str | None:
         """Where a Hadoop save (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``) writes:
@@ -293,6 +402,22 @@ class RddJobReader:
             lambda: str(self._classes("org.apache.commons.lang3.exception.ExceptionUtils").getStackTrace(exception))
         )
         return RddJobEnd(job_id, time_ms, error=str(exception.toString()), error_stack=stack)
+
+
+def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
+    """What the JVM wrote of a SQL execution's job start (id, time, properties, query id) or end (id, time,
+    the class of its result)."""
+    fields = pending.text.split(_FIELD_SEP)
+    if len(fields) == 3:
+        return SqlJobEnd(int(fields[0]), int(fields[1]), fields[2].rsplit(".", 1)[-1].startswith("JobSucceeded"))
+    time_ms, details = _job_started(fields)
+    return SqlJobStart(int(fields[5]) if fields[5] else None, time_ms, details)
+
+
+def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:
+    """A job start's time and details from its text's first five fields."""
+    description, group, call_site = (None if value == _UNSET else value for value in fields[2:5])
+    return int(fields[1]), SparkJobDetails(int(fields[0]), description, group, call_site)
 
 
 def _captured(fields: Any, function: Any, index: int) -> Any:

@@ -34,6 +34,7 @@ class HandleBuilder:
         self.VOID = jvm.java.lang.Void.TYPE
         self.BOOL = jvm.java.lang.Boolean.TYPE
         self.INT = jvm.java.lang.Integer.TYPE
+        self.LONG = jvm.java.lang.Long.TYPE
 
     # --- py4j plumbing -----------------------------------------------------------------------------------
 
@@ -83,7 +84,8 @@ class HandleBuilder:
         return self.mh.explicitCastArguments(handle, handle.type().changeParameterType(0, self.OBJ))
 
     def _param_class(self, name: str) -> Any:
-        return self.INT if name == "int" else self._classes.java_class(name)
+        primitive = {"int": self.INT, "long": self.LONG}.get(name)
+        return primitive if primitive is not None else self._classes.java_class(name)
 
     # --- combinators -------------------------------------------------------------------------------------
 

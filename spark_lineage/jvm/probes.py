@@ -103,6 +103,10 @@ class ProbeEvaluator:
             return {key: text for key, text in entries.items() if key.lower() in spec.keys}
         if kind == "metrics":
             return parse_metrics(str(value.mkString(ITEM_SEP)))
+        if kind == "count":
+            from py4j.java_collections import JavaArray
+
+            return len(value) if isinstance(value, JavaArray) else int(value.size())
         if kind == "node":
             return self.capture(value)
         resolver = self._resolvers.get(kind)

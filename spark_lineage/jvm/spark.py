@@ -88,6 +88,8 @@ class QueryReader:
         root_name = str(plan.nodeName()) if plan is not None else None
         if root_name is not None and not rules.is_reported(root_name, pending.func_name):
             return None
+        # What the query's Spark jobs were filed under (jvm.listener).
+        query.query_id = _guard(query, "query id", lambda: int(qe.id()))
         if pending.exception is not None:
             self._read_failure(pending, qe, query)
         if plan is not None and root_name is not None:

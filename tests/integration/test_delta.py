@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.jars import delta_version, spark_line
-from tests.support import REPO_ROOT, LineageReceiver, query_events
+from tests.support import REPO_ROOT, LineageReceiver, query_events, run_ends
 
 pytestmark = pytest.mark.spark
 
@@ -42,8 +42,8 @@ class DeltaApp:
             if event["job"]["name"] == f"{APP}.{job}":
                 by_run.setdefault(event["run"]["runId"], []).append(event)
         for events in by_run.values():
-            assert [e["eventType"] for e in events] == ["START", "COMPLETE"], (job, [e["eventType"] for e in events])
-        return [(events[0], events[1]) for events in by_run.values()]
+            assert run_ends([e["eventType"] for e in events]) == ("START", "COMPLETE"), job
+        return [(events[0], events[-1]) for events in by_run.values()]
 
     def complete(self, job: str) -> dict[str, Any]:
         """The COMPLETE event of the job's only run."""

@@ -2,8 +2,12 @@
 
 Events are reduced to what must agree for a mixed fleet to join into one graph: each run's job name, its
 input and output datasets, and each output's ``columnLineage`` (fields, input fields and transformation
-types and subtypes, and masking; not descriptions, nor order, which the reference does not keep stable). Run
-ids, times and producers are left out. Every difference that remains must be listed, with its reason, in
+types and subtypes, and masking; not descriptions, nor order, which the reference does not keep stable); and
+what a consumer of the run's events sees of its progress: its event types in time order (START, RUNNING per
+Spark job, COMPLETE or FAIL), which events carry the ``spark_jobDetails`` run facet and with which fields,
+and which inputs carry ``inputStatistics`` (its presence: sizes vary, and so does the event that carries it
+when openlineage-spark reads a cached Dataset). Run ids, times and
+producers are left out. Every difference that remains must be listed, with its reason, in
 ``allowed_differences.toml``; the README shows that list under Known differences.
 
     python -m tests.parity.compare java.json python.json      # print the differences
@@ -19,6 +23,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,12 @@ class RunSummary:
     facets: tuple[tuple[tuple[str, str, str], str], ...] = ()
     """The dataset facets compared (only those a suite names): per (namespace, name, facet), the facet as
     canonical JSON without ``_producer`` and ``_schemaURL``."""
+    event_types: tuple[str, ...] = ()
+    """The run's event types in the order of their times."""
+    job_details: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per event with a ``spark_jobDetails`` run facet: its type and the facet's fields (in time order)."""
+    input_statistics: frozenset[tuple[str, str]] = frozenset()
+    """The inputs with ``inputStatistics`` on any event of the run."""
 
 
 @dataclass(frozen=True)
@@ -146,9 +157,35 @@ def summarize(events: list[dict[str, Any]], facets: tuple[str, ...] = ()) -> dic
                 frozenset(outputs),
                 tuple(sorted(columns.items())),
                 _facets(run_events, facets),
+                *_progress(run_events),
             )
         )
     return runs
+
+
+def _progress(
+    run_events: list[dict[str, Any]],
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], frozenset[tuple[str, str]]]:
+    """A run's event types in time order, its ``spark_jobDetails`` facets' fields, and which inputs carry
+    ``inputStatistics``."""
+    ordered = sorted(run_events, key=lambda event: _epoch_ms(event["eventTime"]))
+    details = tuple(
+        (event["eventType"], tuple(sorted(k for k in facet if not k.startswith("_"))))
+        for event in ordered
+        if (facet := (event["run"].get("facets") or {}).get("spark_jobDetails"))
+    )
+    statistics = frozenset(
+        (dataset["namespace"], dataset["name"])
+        for event in ordered
+        for dataset in event.get("inputs") or []
+        if (dataset.get("inputFacets") or {}).get("inputStatistics")
+    )
+    return tuple(event["eventType"] for event in ordered), details, statistics
+
+
+def _epoch_ms(text: str) -> float:
+    """An event time (``…Z`` from the reference, ``…+00:00`` from us) as milliseconds."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
 
 
 def _facets(run_events: list[dict[str, Any]], names: tuple[str, ...]) -> tuple[tuple[tuple[str, str, str], str], ...]:
@@ -225,19 +262,20 @@ def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary)
                     "yes" if dataset in my_sets else "no",
                 )
             )
-    their_facets, my_facets = dict(theirs.facets), dict(mine.facets)
-    for key in sorted(set(their_facets) | set(my_facets)):
-        if their_facets.get(key) != my_facets.get(key):
-            found.append(
-                Difference(
-                    scenario,
-                    job,
-                    "facets",
-                    " ".join(key),
-                    their_facets.get(key, "absent"),
-                    my_facets.get(key, "absent"),
-                )
+    if theirs.event_types != mine.event_types:
+        found.append(
+            Difference(
+                scenario, job, "eventTypes", "sequence", " ".join(theirs.event_types), " ".join(mine.event_types)
             )
+        )
+    if theirs.job_details != mine.job_details:
+        found.append(
+            Difference(scenario, job, "runFacets", "spark_jobDetails", _render_details(theirs), _render_details(mine))
+        )
+    statistics = {key: "present" for key in theirs.input_statistics}
+    my_statistics = {key: "present" for key in mine.input_statistics}
+    found.extend(_keyed(scenario, job, "inputStatistics", statistics, my_statistics))
+    found.extend(_keyed(scenario, job, "facets", dict(theirs.facets), dict(mine.facets)))
     their_columns, my_columns = dict(theirs.columns), dict(mine.columns)
     for dataset in sorted(set(their_columns) | set(my_columns)):
         their_fields, my_fields = dict(their_columns.get(dataset, ())), dict(my_columns.get(dataset, ()))
@@ -267,6 +305,21 @@ def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary)
                     )
                 )
     return found
+
+
+def _keyed(
+    scenario: str, job: str, aspect: str, theirs: dict[tuple[str, ...], str], mine: dict[tuple[str, ...], str]
+) -> list[Difference]:
+    """A difference per key whose values differ (``absent`` where one side has none)."""
+    return [
+        Difference(scenario, job, aspect, " ".join(key), theirs.get(key, "absent"), mine.get(key, "absent"))
+        for key in sorted(set(theirs) | set(mine))
+        if theirs.get(key) != mine.get(key)
+    ]
+
+
+def _render_details(run: RunSummary) -> str:
+    return " ".join(f"{event_type}({','.join(fields)})" for event_type, fields in run.job_details) or "none"
 
 
 def _render(sources: Sources) -> str:

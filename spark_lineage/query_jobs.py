@@ -1,0 +1,57 @@
+"""Which Spark jobs each query ran, kept from the jobs' starts and ends until the query listener reports the
+query (Spark posts a SQL execution's job events before its end, on the same listener queue, so they reach the
+analysis worker first)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+from spark_lineage.plan import QueryJob, SqlJobEnd, SqlJobStart
+
+_QUERIES_KEPT = 1_000
+"""Queries whose jobs are kept until the query is reported; the oldest are forgotten beyond this many (queries
+that are never reported: read-only actions, sessions without lineage)."""
+
+
+class QueryJobLog:
+    """The jobs of the queries not reported yet, by query id. The analysis worker of the session whose listener
+    hears the SparkContext's jobs records them; the worker of any session of that context takes its queries'."""
+
+    def __init__(self, kept: int = _QUERIES_KEPT) -> None:
+        self._kept = kept
+        self._lock = threading.Lock()
+        self._jobs: dict[int, list[QueryJob]] = {}
+        self._query_of: dict[int, int] = {}
+        """The query of each job whose end has not been seen, by job id."""
+
+    def record(self, event: SqlJobStart | SqlJobEnd) -> None:
+        with self._lock:
+            self._record(event)
+
+    def _record(self, event: SqlJobStart | SqlJobEnd) -> None:
+        if isinstance(event, SqlJobStart):
+            if event.query_id is None:
+                return  # the execution ended before Spark's listener thread reached the job: nobody to file it under
+            self._jobs.setdefault(event.query_id, []).append(QueryJob(event.details, event.time_ms))
+            self._query_of[event.details.job_id] = event.query_id
+            while len(self._jobs) > self._kept:
+                forgotten = self._jobs.pop(next(iter(self._jobs)))
+                for job in forgotten:
+                    self._query_of.pop(job.details.job_id, None)
+            return
+        query_id = self._query_of.pop(event.job_id, None)
+        jobs = [] if query_id is None else self._jobs.get(query_id, [])
+        for index, job in enumerate(jobs):
+            if job.details.job_id == event.job_id:
+                jobs[index] = replace(job, end_ms=event.time_ms, succeeded=event.succeeded)
+
+    def take(self, query_id: int | None) -> tuple[QueryJob, ...]:
+        """The jobs of a query being reported, in the order they started; forgotten here."""
+        if query_id is None:
+            return ()
+        with self._lock:
+            jobs = self._jobs.pop(query_id, [])
+            for job in jobs:
+                self._query_of.pop(job.details.job_id, None)
+        return tuple(sorted(jobs, key=lambda job: (job.start_ms, job.details.job_id)))
