@@ -93,7 +93,15 @@ def test_insert_overwrite_and_ctas(
     _, ctas = only_run(receiver.events, "create_data_source_table_as_select_command.default_src")
     assert datasets(ctas, "inputs") == [("file", str(data_dir / "people.csv"))]
     assert datasets(ctas, "outputs") == [("file", str(warehouse / "src"))]
-    assert ctas["job"]["facets"]["sql"]["query"] == "CREATE TABLE src USING parquet AS SELECT * FROM people_view"
+    sql = "CREATE TABLE src USING parquet AS SELECT * FROM people_view"
+    if spark.version >= "4.3":
+        # Spark 4.3's CTAS command keeps no SQL text, nor anything it holds as a child: openlineage-spark gives it
+        # no sql facet either. The write it runs has it.
+        assert "sql" not in ctas["job"]["facets"]
+        _, write = only_run(receiver.events, f"insert_into_hadoop_fs_relation_command.{warehouse.name}_src")
+        assert write["job"]["facets"]["sql"]["query"] == sql
+    else:
+        assert ctas["job"]["facets"]["sql"]["query"] == sql
     (overwrite,) = [
         run[-1]
         for run in runs_by_job(receiver.events, "insert_into_hadoop_fs_relation_command")
