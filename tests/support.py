@@ -85,6 +85,16 @@ def _facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
                 yield f"{kind}[{index}].{key}", dataset.get(key) or {}
 
 
+EventKey = tuple[str, str, str, Any]
+
+
+def event_key(event: dict[str, Any]) -> EventKey:
+    """What tells one event of a run from another: its type and time, and for a RUNNING event at a Spark job's
+    start, the job (a run has one such event per job, and another at its first job's end)."""
+    job = (event["run"].get("facets") or {}).get("spark_jobDetails") or {}
+    return (event["run"]["runId"], str(event.get("eventType")), str(event.get("eventTime")), job.get("jobId"))
+
+
 class LineageReceiver:
     """A real OpenLineage HTTP endpoint on loopback that keeps what it receives, in arrival order, and validates
     every event against the published schemas as it arrives.
@@ -190,12 +200,12 @@ class LineageReceiver:
         with self._lock:
             self.events.clear()
 
-    def copies(self) -> dict[tuple[str, str], int]:
-        """How many times each (run id, event type) arrived."""
-        counts: dict[tuple[str, str], int] = {}
+    def copies(self) -> dict[EventKey, int]:
+        """How many times each event arrived, by :func:`event_key`."""
+        counts: dict[EventKey, int] = {}
         with self._lock:
             for event in self.events:
-                key = (event["run"]["runId"], str(event.get("eventType")))
+                key = event_key(event)
                 counts[key] = counts.get(key, 0) + 1
         return counts
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import spark_lineage
-from tests.support import LineageReceiver, app_events, query_events, replay, run_ends
+from tests.support import EventKey, LineageReceiver, app_events, event_key, query_events, replay, run_ends
 
 pytestmark = pytest.mark.spark
 
@@ -60,7 +60,8 @@ def test_backend_down_for_the_whole_job_then_replay_delivers_everything(
     try:
         result = replay(spool)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert result.stdout == f"spark-lineage replay: 62 of 62 events delivered from {spool}\n"
+        # Each write is a run of four events: START, RUNNING as its job starts and as it ends, COMPLETE.
+        assert result.stdout == f"spark-lineage replay: 122 of 122 events delivered from {spool}\n"
         _assert_every_run_whole_and_once(receiver, outputs)
         # Replayed events keep their original times: each run's START is not later than its COMPLETE, and the
         # application run started before the first write.
@@ -107,7 +108,7 @@ def test_a_backend_refusing_its_first_25_requests_loses_nothing(spark: Any, data
         handle.disable()
         result = replay(spool)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert receiver.requests == 25 + 22
+        assert receiver.requests == 25 + 2 + 4 * len(outputs)
         _assert_every_run_whole_and_once(receiver, outputs)
     finally:
         receiver.close()
@@ -129,8 +130,9 @@ def test_a_backend_slower_than_the_timeout_stores_each_event_at_most_twice(
         result = replay(spool)
         assert result.returncode == 0, result.stdout + result.stderr
         copies = receiver.copies()
-        assert len(copies) == 4 and max(copies.values()) <= 2, copies
-        assert sum(copies.values()) < 8
+        # The application's START and COMPLETE, the write's START, two RUNNING and COMPLETE.
+        assert len(copies) == 6 and max(copies.values()) <= 2, copies
+        assert sum(copies.values()) < 12
         _assert_every_run_whole_once_stored_at_most_twice(receiver, [output])
     finally:
         receiver.close()
@@ -139,9 +141,9 @@ def test_a_backend_slower_than_the_timeout_stores_each_event_at_most_twice(
 def _assert_every_run_whole_once_stored_at_most_twice(receiver: LineageReceiver, outputs: list[str]) -> None:
     assert not receiver.invalid
     first_copies: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[EventKey] = set()
     for event in receiver.events:
-        key = (event["run"]["runId"], event["eventType"])
+        key = event_key(event)
         if key not in seen:
             seen.add(key)
             first_copies.append(event)

@@ -164,7 +164,7 @@ def test_a_backend_slower_than_the_timeout_gets_at_most_two_copies(tmp_path: Pat
         assert sender.close(60)
         # The first send timed out (the backend kept it all the same) and went again waiting twice as long;
         # the sender waits that long for the events after it: one copy each.
-        assert receiver.copies() == {
+        assert {key[:2]: count for key, count in receiver.copies().items()} == {
             ("0195f5b6-0000-7000-8000-000000000000", "START"): 2,
             ("0195f5b6-0000-7000-8000-000000000001", "START"): 1,
             ("0195f5b6-0000-7000-8000-000000000002", "START"): 1,
@@ -219,7 +219,7 @@ def test_processes_share_one_spool_without_corruption_or_loss(tmp_path: Path) ->
         copies = receiver.copies()
         assert len(copies) == 600 and set(copies.values()) == {1}
         expected = {f"0195f5b6-0000-7000-8000-{run:012d}" for run in [*range(300), *range(1000, 1300)]}
-        assert {run_id for run_id, _ in copies} == expected
+        assert {key[0] for key in copies} == expected
     finally:
         receiver.close()
     with sqlite3.connect(tmp_path / SPOOL_FILE) as db:
