@@ -15,7 +15,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a small local pipeline with lineage on and summarize its events")
     demo.add_argument(
-        "--dir", type=Path, default=Path("lineage-demo"), help="working directory for data and events (replaced)"
+        "--dir",
+        type=Path,
+        default=Path("lineage-demo"),
+        help="directory for the demo's data and events (default: lineage-demo): a new or empty one, or one an "
+        "earlier demo made (marked by a .spark-lineage-demo file), whose demo files are then replaced; any other "
+        "directory is refused, untouched",
     )
     show = commands.add_parser("events", help="summarize the OpenLineage events in a file (one JSON event per line)")
     show.add_argument("file", type=Path)
@@ -75,14 +80,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "demo":
-        from spark_lineage.demo import run_pipeline, summarize
+        from spark_lineage.demo import DemoDirError, run_pipeline, summarize
 
         try:
             import pyspark  # noqa: F401
         except ImportError:
             print("spark-lineage demo needs PySpark: pip install 'spark-lineage[spark]'", file=sys.stderr)
             return 2
-        events_file = run_pipeline(args.dir.resolve())
+        try:
+            events_file = run_pipeline(args.dir.resolve())
+        except DemoDirError as error:
+            print(f"spark-lineage demo: {error}", file=sys.stderr)
+            return 2
         print(summarize(events_file))
     return 0
 

@@ -28,16 +28,62 @@ CUSTOMERS = """customer_id,name,city
 """
 
 
+MARKER = ".spark-lineage-demo"
+"""The file the demo writes at the top of its directory, the sign that it may clear that directory again."""
+
+ENTRIES = ("raw", "clean", "warehouse", "events.jsonl")
+"""What the demo writes in its directory; a rerun clears these and leaves anything else there alone."""
+
+
+class DemoDirError(Exception):
+    """The demo's directory is one it may not use: it would have to delete what it did not create."""
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """Make ``workdir`` ready for a run, deleting nothing the demo did not create, or raise :class:`DemoDirError`.
+
+    ``workdir`` may be missing (it is created), an empty directory, or a directory an earlier run made (it holds
+    :data:`MARKER`; that run's :data:`ENTRIES` are cleared). Anything else is refused, untouched.
+    """
+    if workdir.is_symlink() or (workdir.exists() and not workdir.is_dir()):
+        raise DemoDirError(f"{workdir} exists and is not a directory; pick a new or empty directory with --dir")
+    if workdir.is_dir() and any(workdir.iterdir()):
+        marker = workdir / MARKER
+        if marker.is_symlink() or not marker.is_file():
+            hint = ""
+            if {path.name for path in workdir.iterdir()} <= set(ENTRIES):  # perhaps a run from before the marker
+                hint = " (if an earlier version of the demo wrote what is there, delete it yourself to reuse it)"
+            raise DemoDirError(
+                f"{workdir} is not empty and was not made by the demo (it has no {MARKER} file), so the demo will "
+                f"not clear it; nothing was changed. Pick a new or empty directory with --dir{hint}"
+            )
+        for name in ENTRIES:
+            entry = workdir / name
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif entry.exists() or entry.is_symlink():
+                entry.unlink()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text(
+        "Made by `spark-lineage demo`: a later `spark-lineage demo --dir` here clears what the demo wrote "
+        f"({', '.join(ENTRIES)}).\n"
+    )
+
+
 def run_pipeline(workdir: Path) -> Path:
-    """Run the demo pipeline under ``workdir`` and return the file the events went to."""
+    """Run the demo pipeline under ``workdir`` and return the file the events went to.
+
+    Raises :class:`DemoDirError`, before anything is changed or Spark starts, when the demo may not use ``workdir``
+    (see :func:`prepare_workdir`).
+    """
+    prepare_workdir(workdir)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812 - PySpark's own convention
 
     import spark_lineage
 
-    shutil.rmtree(workdir, ignore_errors=True)
     raw = workdir / "raw"
-    raw.mkdir(parents=True)
+    raw.mkdir()
     (raw / "orders.csv").write_text(ORDERS)
     (raw / "customers.csv").write_text(CUSTOMERS)
     events_file = workdir / "events.jsonl"
