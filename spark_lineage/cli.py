@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -15,10 +16,22 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a small local pipeline with lineage on and summarize its events")
     demo.add_argument(
-        "--dir", type=Path, default=Path("lineage-demo"), help="working directory for data and events (replaced)"
+        "--dir",
+        type=Path,
+        default=Path("lineage-demo"),
+        help="directory for the demo's data and events (default: lineage-demo): a new or empty one, or one an "
+        "earlier demo made (marked by a .spark-lineage-demo file), whose demo files are then replaced; any other "
+        "directory is refused, untouched",
     )
-    show = commands.add_parser("events", help="summarize the OpenLineage events in a file (one JSON event per line)")
-    show.add_argument("file", type=Path)
+    show = commands.add_parser(
+        "events",
+        help="summarize the OpenLineage events in a file",
+        description="Summarize the OpenLineage run, job and dataset events in FILE: JSON lines, or pretty-printed "
+        "JSON (one event, several, or an array of them). A record that cannot be read is named by its line on "
+        "stderr and skipped; the exit status is then 1, with the rest summarized all the same. Its output cut "
+        "short (as by head), it stops quietly with exit status 141.",
+    )
+    show.add_argument("file", type=Path, metavar="FILE")
     doctor = commands.add_parser(
         "doctor",
         help="explain whether spark-submit jobs here get lineage by themselves, and check that the backend answers",
@@ -71,19 +84,46 @@ def main(argv: list[str] | None = None) -> int:
         if not args.file.is_file():
             print(f"spark-lineage events: no file {args.file}", file=sys.stderr)
             return 2
-        print(summarize(args.file))
-        return 0
+        problems: list[str] = []
+        try:
+            summary = summarize(args.file, problems)
+        except OSError as error:
+            print(f"spark-lineage events: cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
+            return 2
+        status = _print(summary)
+        for problem in problems:
+            print(f"spark-lineage events: {args.file}, {problem}", file=sys.stderr)
+        return status or (1 if problems else 0)
 
     if args.command == "demo":
-        from spark_lineage.demo import run_pipeline, summarize
+        from spark_lineage.demo import DemoDirError, run_pipeline, summarize
 
         try:
             import pyspark  # noqa: F401
         except ImportError:
             print("spark-lineage demo needs PySpark: pip install 'spark-lineage[spark]'", file=sys.stderr)
             return 2
-        events_file = run_pipeline(args.dir.resolve())
-        print(summarize(events_file))
+        try:
+            events_file = run_pipeline(args.dir.resolve())
+        except DemoDirError as error:
+            print(f"spark-lineage demo: {error}", file=sys.stderr)
+            return 2
+        return _print(summarize(events_file))
+    return 0
+
+
+def _print(text: str) -> int:
+    """Print ``text``: 0, or 141 (as for a process that SIGPIPE ends) when the reader has gone, as ``head`` does.
+
+    As the Python documentation advises (the signal module's note on SIGPIPE), standard output then points at
+    devnull, so that the flush at exit does not fail again with a traceback.
+    """
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0
 
 

@@ -6,7 +6,9 @@ and wrote.
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -28,16 +30,62 @@ CUSTOMERS = """customer_id,name,city
 """
 
 
+MARKER = ".spark-lineage-demo"
+"""The file the demo writes at the top of its directory, the sign that it may clear that directory again."""
+
+ENTRIES = ("raw", "clean", "warehouse", "events.jsonl")
+"""What the demo writes in its directory; a rerun clears these and leaves anything else there alone."""
+
+
+class DemoDirError(Exception):
+    """The demo's directory is one it may not use: it would have to delete what it did not create."""
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """Make ``workdir`` ready for a run, deleting nothing the demo did not create, or raise :class:`DemoDirError`.
+
+    ``workdir`` may be missing (it is created), an empty directory, or a directory an earlier run made (it holds
+    :data:`MARKER`; that run's :data:`ENTRIES` are cleared). Anything else is refused, untouched.
+    """
+    if workdir.is_symlink() or (workdir.exists() and not workdir.is_dir()):
+        raise DemoDirError(f"{workdir} exists and is not a directory; pick a new or empty directory with --dir")
+    if workdir.is_dir() and any(workdir.iterdir()):
+        marker = workdir / MARKER
+        if marker.is_symlink() or not marker.is_file():
+            hint = ""
+            if {path.name for path in workdir.iterdir()} <= set(ENTRIES):  # perhaps a run from before the marker
+                hint = " (if an earlier version of the demo wrote what is there, delete it yourself to reuse it)"
+            raise DemoDirError(
+                f"{workdir} is not empty and was not made by the demo (it has no {MARKER} file), so the demo will "
+                f"not clear it; nothing was changed. Pick a new or empty directory with --dir{hint}"
+            )
+        for name in ENTRIES:
+            entry = workdir / name
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif entry.exists() or entry.is_symlink():
+                entry.unlink()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text(
+        "Made by `spark-lineage demo`: a later `spark-lineage demo --dir` here clears what the demo wrote "
+        f"({', '.join(ENTRIES)}).\n"
+    )
+
+
 def run_pipeline(workdir: Path) -> Path:
-    """Run the demo pipeline under ``workdir`` and return the file the events went to."""
+    """Run the demo pipeline under ``workdir`` and return the file the events went to.
+
+    Raises :class:`DemoDirError`, before anything is changed or Spark starts, when the demo may not use ``workdir``
+    (see :func:`prepare_workdir`).
+    """
+    prepare_workdir(workdir)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812 - PySpark's own convention
 
     import spark_lineage
 
-    shutil.rmtree(workdir, ignore_errors=True)
     raw = workdir / "raw"
-    raw.mkdir(parents=True)
+    raw.mkdir()
     (raw / "orders.csv").write_text(ORDERS)
     (raw / "customers.csv").write_text(CUSTOMERS)
     events_file = workdir / "events.jsonl"
@@ -75,22 +123,115 @@ def run_pipeline(workdir: Path) -> Path:
     return events_file
 
 
-def summarize(events_file: Path) -> str:
-    """What each job read and wrote, from the events in ``events_file``."""
-    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
-    lines = [f"{len(events)} OpenLineage events written to {events_file}", ""]
-    for event in events:
-        job_type = event["job"].get("facets", {}).get("jobType", {}).get("jobType")
-        if job_type == "APPLICATION" and event["eventType"] != "START":
-            lines.insert(2, f"application {event['job']['name']}: run {event['run']['runId']} {event['eventType']}")
-        if job_type == "APPLICATION" or event["eventType"] not in ("COMPLETE", "FAIL"):
+def summarize(events_file: Path, problems: list[str] | None = None) -> str:
+    """What each job read and wrote, from the events in ``events_file``.
+
+    The file may hold JSON lines or pretty-printed JSON (see :func:`read_events`), and run, dataset and job
+    events. What is not JSON, or not an event the summary can read, is skipped; ``problems``, when given, gets a
+    line for each such record, naming its lines.
+    """
+    records, bad = read_events(events_file.read_text(encoding="utf-8-sig", errors="replace"))
+    count, lines = 0, [f"OpenLineage events written to {events_file}", ""]
+    for number, event in records:
+        try:
+            application, job_lines = _summary(event)
+        except (KeyError, TypeError, AttributeError) as error:
+            reason = f"no {error.args[0]!r} field" if isinstance(error, KeyError) else str(error)
+            bad.append((number, f"line {number}: not an OpenLineage event the summary can read ({reason}); skipped"))
             continue
-        lines.append(f"job {event['job']['namespace']}/{event['job']['name']} ({event['eventType']})")
-        lines.extend(f"    reads   {_describe(d)}" for d in event["inputs"])
-        for output in event["outputs"]:
-            lines.append(f"    writes  {_describe(output)}")
-            lines.extend(_columns(output))
+        count += 1
+        if application:
+            lines.insert(2, application)
+        lines.extend(job_lines)
+    lines[0] = f"{count} {lines[0]}"
+    if problems is not None:
+        problems.extend(text for _, text in sorted(bad))
     return "\n".join(lines)
+
+
+def _summary(event: Any) -> tuple[str | None, list[str]]:
+    """The line for an application run's end, if ``event`` is one, and the lines for a job's or dataset's."""
+    if not isinstance(event, dict):
+        raise TypeError(f"a JSON {type(event).__name__}, not an object")
+    if "dataset" in event:  # a DatasetEvent: a dataset's metadata, without a run or a job
+        facets = ", ".join(event["dataset"].get("facets") or {}) or "no facets"
+        return None, [f"dataset {_describe(event['dataset'])}  (dataset event: {facets})"]
+    job = event["job"]
+    name = f"{job['namespace']}/{job['name']}"
+    datasets = [f"    reads   {_describe(dataset)}" for dataset in event.get("inputs") or []]
+    for output in event.get("outputs") or []:
+        datasets.append(f"    writes  {_describe(output)}")
+        datasets.extend(_columns(output))
+    if "run" not in event:  # a JobEvent: a job's metadata and datasets, without a run
+        return None, [f"job {name} (job event)", *datasets]
+    event_type, run_id = event.get("eventType"), event["run"]["runId"]
+    if (job.get("facets") or {}).get("jobType", {}).get("jobType") == "APPLICATION":
+        return (f"application {job['name']}: run {run_id} {event_type}" if event_type != "START" else None), []
+    if event_type not in ("COMPLETE", "FAIL"):
+        return None, []
+    return None, [f"job {name} ({event_type})", *datasets]
+
+
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"\s*")
+
+
+def read_events(text: str) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+    """The JSON values in ``text``, each with the line it starts on, and what could not be read, by line.
+
+    ``text`` may be JSON lines, a pretty-printed JSON document, several of them one after the other, or JSON
+    arrays of them (whose items count one by one). After a record that is not JSON, reading goes on at the next
+    line that starts a record the way the bad one started: with ``{`` or ``[`` at the same indentation.
+    """
+    newlines = [match.start() for match in re.finditer("\n", text)]
+    values: list[tuple[int, Any]] = []
+    problems: list[tuple[int, str]] = []
+
+    def line(pos: int) -> int:
+        return bisect.bisect_left(newlines, pos) + 1
+
+    def skip(pos: int) -> int:
+        match = _SPACE.match(text, pos)
+        return match.end() if match else pos
+
+    def resync(pos: int, error: json.JSONDecodeError) -> int:
+        """Report the bad record at ``pos``, up to where the next one like it starts, and return that place."""
+        start = text.rfind("\n", 0, pos) + 1
+        indent = text[start:pos] if text[start:pos].isspace() else ""
+        after = text.find("\n", pos)
+        match = re.compile(f"^{re.escape(indent)}[\\[{{]", re.MULTILINE).search(text, after + 1) if after >= 0 else None
+        resume = match.start() + len(indent) if match else len(text)
+        end = resume
+        while end > pos and text[end - 1].isspace():
+            end -= 1
+        first, last = line(pos), line(end)
+        where = f"line {first}" if last == first else f"lines {first}-{last}"
+        problems.append((first, f"{where}: not JSON: {error.msg} (line {error.lineno}, column {error.colno}); skipped"))
+        return resume
+
+    def value(pos: int) -> int:
+        try:
+            item, end = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError as error:
+            return resync(pos, error)
+        values.append((line(pos), item))
+        return end
+
+    pos = skip(0)
+    while pos < len(text):
+        if text[pos] != "[":
+            pos = skip(value(pos))
+            continue
+        opening, reported = line(pos), len(problems)
+        pos = skip(pos + 1)  # an array: its items one by one, so that each has its line and a bad one is skipped
+        while pos < len(text) and text[pos] != "]":
+            pos = skip(value(pos))
+            if text.startswith(",", pos):
+                pos = skip(pos + 1)
+        if pos >= len(text) and len(problems) == reported:
+            problems.append((opening, f"line {opening}: the JSON array that starts here has no closing ]"))
+        pos = skip(pos + 1)
+    return values, problems
 
 
 def _columns(dataset: dict[str, Any]) -> list[str]:
