@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from spark_lineage import _autoload, config
+from spark_lineage.config import keys as config_keys
+from spark_lineage.config import transports
 from spark_lineage.delivery import create_client
 from spark_lineage.delivery.transports import NO_RETRIES, leave_retries_to_the_spool
 from spark_lineage.facets import PRODUCER
@@ -271,6 +273,7 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
     except (config.ConfigError, ValueError, KeyError, TypeError, ImportError) as error:
         return [Finding(PROBLEM, f"configuration error: {error}")]
     unknown = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
+    unknown += _unknown_transport_keys(spark_conf)
     unknown += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
     transport = client.transport
     leave_retries_to_the_spool(transport)  # as the spool sends: one request, its answer as it is
@@ -290,6 +293,26 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
 
 
 CONF_TRANSPORT = config.CONF_PREFIX + "transport"
+
+
+def _unknown_transport_keys(spark_conf: Mapping[str, str]) -> list[Finding]:
+    """``spark.openlineage.transport.*`` keys the configured transport type does not read: openlineage-python
+    ignores them without a word, so a misspelt ``endpoint`` or ``timeoutInMillis`` would go unnoticed."""
+    prefix = CONF_TRANSPORT + "."
+    flat = {
+        key[len(prefix) :]: value
+        for key, value in spark_conf.items()
+        if key.startswith(prefix) and not config_keys.not_applicable(key[len(config.CONF_PREFIX) :])
+    }
+    kind = flat.get("type") or ("http" if "url" in flat else "?")
+    return [
+        Finding(
+            PROBLEM,
+            f"{prefix}{key} is not a key the {kind} transport reads: it is ignored"
+            + (f"; did you mean {prefix}{close}?" if close else ""),
+        )
+        for key, close in transports.unknown_keys(flat)
+    ]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_lineage.config import JAVA_AGENT_LISTENER
+from spark_lineage.config import JAVA_AGENT_LISTENER, transports
 from spark_lineage.doctor import read_properties
 from tests.support import LineageReceiver
 
@@ -287,3 +287,37 @@ def test_spark_defaults_is_read_as_spark_reads_it(tmp_path: Path) -> None:
 )
 def test_properties_as_java_reads_them(text: str, expected: dict[str, str]) -> None:
     assert read_properties(text) == expected
+
+
+def test_transport_keys_the_transport_does_not_read_are_problems_with_a_suggestion() -> None:
+    result = doctor(
+        "--no-backend-check",
+        "--conf", "spark.openlineage.transport.type=http",
+        "--conf", "spark.openlineage.transport.url=http://localhost:5000",
+        "--conf", "spark.openlineage.transport.endpont=api/v2/events",
+        "--conf", "spark.openlineage.transport.header.X-Team=lineage-team",
+        "--conf", "spark.openlineage.transport.headers.X-Other=fine",
+        "--conf", "spark.openlineage.transport.timeoutInMillis=3000",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert lines(result)[3:5] == [
+        "[!!]  spark.openlineage.transport.endpont is not a key the http transport reads: it is ignored; did you "
+        "mean spark.openlineage.transport.endpoint?",
+        "[!!]  spark.openlineage.transport.header.X-Team is not a key the http transport reads: it is ignored; did "
+        "you mean spark.openlineage.transport.headers.X-Team?",
+    ]
+    assert lines(result)[5] == "[--]  transport: http to http://localhost:5000 (from spark.openlineage.transport.*)"
+
+
+@pytest.mark.parametrize(
+    ("flat", "expected"),
+    [
+        ({"type": "kafka", "topicname": "t", "properties.bootstrap.servers": "b:9092"}, [("topicname", "topicName")]),
+        ({"type": "file", "location": "/tmp/e.jsonl", "apend": "false"}, [("apend", "append")]),
+        ({"url": "http://x", "auth.type": "api_key", "sslContext.ca_cert_path": "/ca.pem", "retry.total": "2"}, []),
+        ({"type": "async_http", "url": "http://x", "max_queue_size": "5", "nonsense": "1"}, [("nonsense", None)]),
+        ({"type": "composite", "transports.a.type": "console", "anything": "1"}, []),  # its own: not judged
+    ],
+)
+def test_unknown_transport_keys_by_type(flat: dict[str, str], expected: list[tuple[str, str | None]]) -> None:
+    assert transports.unknown_keys(flat) == expected
