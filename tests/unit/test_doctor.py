@@ -321,3 +321,22 @@ def test_transport_keys_the_transport_does_not_read_are_problems_with_a_suggesti
 )
 def test_unknown_transport_keys_by_type(flat: dict[str, str], expected: list[tuple[str, str | None]]) -> None:
     assert transports.unknown_keys(flat) == expected
+
+
+def test_an_async_http_transport_is_checked_with_the_same_request() -> None:
+    backend = Backend(200)
+    try:
+        args = [arg.replace("transport.type=http", "transport.type=async_http") for arg in http_confs(backend.url)]
+        result = doctor(*args)
+    finally:
+        backend.close()
+    assert lines(result)[-1] == (
+        f"[ok]  backend: {backend.url}/api/v2/events?tenant=blue accepted a probe event (HTTP 200 OK): job "
+        "spark_lineage_doctor in namespace default"
+    ), result.stdout + result.stderr
+    [(path, headers)] = backend.requests
+    assert (path, headers["Authorization"], headers["X-Team"]) == (
+        "/api/v2/events?tenant=blue",
+        f"Bearer {SECRET}",
+        "lineage-team",
+    )
