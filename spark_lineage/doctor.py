@@ -4,26 +4,34 @@ It looks at what a ``spark-submit`` from this environment would see: the start-u
 the environment variables that switch it, ``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS`` and any
 ``--conf key=value`` given to it (pass the same ones as to ``spark-submit``). Then it applies the same rule the
 hook applies (:func:`spark_lineage.config.auto_activation`), resolves the transport the way ``enable()`` does,
-and checks that the transport's target answers. Nothing is sent.
+and checks that the transport's target answers: an HTTP backend gets one probe event (a completed run of job
+:data:`PROBE_JOB`), sent by the transport itself with its auth, headers and url parameters, and its answer is
+classified (accepted, credentials refused, wrong url or endpoint, backend error, unreachable); Kafka brokers
+are asked for their topics; a file's directory must be writable. ``--no-backend-check`` contacts nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shlex
-import socket
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from spark_lineage import _autoload, config
+from spark_lineage.config import keys as config_keys
+from spark_lineage.config import transports
 from spark_lineage.delivery import create_client
+from spark_lineage.delivery.transports import NO_RETRIES, leave_retries_to_the_spool
+from spark_lineage.facets import PRODUCER
 from spark_lineage.redaction import Redactor, protect_logs
 
 OK, INFO, PROBLEM = "ok", "info", "problem"
@@ -167,16 +175,93 @@ def _pyspark_home() -> str | None:
 
 
 def _read_defaults(path: Path) -> dict[str, str]:
-    confs = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
+    """The ``spark.*`` confs of a ``spark-defaults.conf``, read as spark-submit reads them."""
+    confs = read_properties(path.read_text(encoding="utf-8", errors="replace"))
+    return {key: value for key, value in confs.items() if key.startswith("spark.")}  # spark-submit drops the rest
+
+
+_PROPERTY_WHITESPACE = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """A properties file as Spark reads ``spark-defaults.conf`` (``Utils.getPropertiesFromFile``): Java's
+    ``Properties.load`` (``key value``, ``key=value``, ``key = value``, ``key:value``; ``#`` and ``!``
+    comments; a trailing backslash continues the line; backslash escapes), then each value trimmed of
+    whitespace other than line breaks, as Spark's ``trimExceptCRLF`` does."""
+    properties: dict[str, str] = {}
+    lines = re.split(r"\r\n|\r|\n", text)
+    index = 0
+    while index < len(lines):
+        line = lines[index].lstrip(_PROPERTY_WHITESPACE)
+        index += 1
+        if not line or line[0] in "#!":
             continue
-        key, _, value = line.replace("\t", " ").partition(" ")
-        if "=" in key and not value:
-            key, _, value = key.partition("=")
-        confs[key.strip()] = value.strip()
-    return confs
+        while _continues(line):
+            line = line[:-1]
+            if index < len(lines):
+                line += lines[index].lstrip(_PROPERTY_WHITESPACE)
+                index += 1
+        key, value = _split_property(line)
+        properties[_unescape(key)] = _trim_except_crlf(_unescape(value))
+    return properties
+
+
+def _continues(line: str) -> bool:
+    """Whether a line ends with an odd number of backslashes: an unescaped one, which continues it."""
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    """The key (up to the first unescaped ``=``, ``:`` or whitespace) and the value (after whitespace and at
+    most one ``=`` or ``:``), both still escaped."""
+    position, escaped = 0, False
+    while position < len(line):
+        char = line[position]
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in "=:" or char in _PROPERTY_WHITESPACE:
+            break
+        position += 1
+    key, rest = line[:position], line[position:]
+    rest = rest.lstrip(_PROPERTY_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_PROPERTY_WHITESPACE)
+    return key, rest
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out, position = [], 0
+    while position < len(text):
+        char = text[position]
+        position += 1
+        if char != "\\" or position == len(text):
+            out.append(char)
+            continue
+        char = text[position]
+        position += 1
+        if char == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[position : position + 4]):
+            out.append(chr(int(text[position : position + 4], 16)))
+            position += 4
+        else:
+            out.append(_ESCAPES.get(char, char))
+    return "".join(out)
+
+
+def _trim_except_crlf(value: str) -> str:
+    def kept(char: str) -> bool:
+        return char > " " or char in "\r\n"
+
+    start, end = 0, len(value)
+    while start < end and not kept(value[start]):
+        start += 1
+    while end > start and not kept(value[end - 1]):
+        end -= 1
+    return value[start:end]
 
 
 def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> list[Finding]:
@@ -185,11 +270,13 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
         redactor = Redactor(resolved.redaction_pattern)
         protect_logs(redactor)
         client = create_client(resolved, redactor)
-    except config.ConfigError as error:
+    except (config.ConfigError, ValueError, KeyError, TypeError, ImportError) as error:
         return [Finding(PROBLEM, f"configuration error: {error}")]
     unknown = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
+    unknown += _unknown_transport_keys(spark_conf)
     unknown += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
     transport = client.transport
+    leave_retries_to_the_spool(transport)  # as the spool sends: one request, its answer as it is
     kind = getattr(transport, "kind", None) or type(transport).__name__
     source = "spark.openlineage.transport.*" if resolved.transport else "the openlineage-python client's configuration"
     target = _target(transport)
@@ -199,8 +286,56 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
             Finding(INFO, "no transport configured anywhere: events would be printed to the console (stdout)")
         )
     if check_backend:
-        findings.append(_check_target(kind, transport, target))
-    return findings
+        keys = _Keys(CONF_TRANSPORT if resolved.transport else None)
+        findings += _check_target(transport, keys, resolved.namespace)
+    # What is printed never shows a configured secret (an api key, a header, a password in the url).
+    return [Finding(finding.level, redactor.text(finding.message)) for finding in findings]
+
+
+CONF_TRANSPORT = config.CONF_PREFIX + "transport"
+
+
+def _unknown_transport_keys(spark_conf: Mapping[str, str]) -> list[Finding]:
+    """``spark.openlineage.transport.*`` keys the configured transport type does not read: openlineage-python
+    ignores them without a word, so a misspelt ``endpoint`` or ``timeoutInMillis`` would go unnoticed."""
+    prefix = CONF_TRANSPORT + "."
+    flat = {
+        key[len(prefix) :]: value
+        for key, value in spark_conf.items()
+        if key.startswith(prefix) and not config_keys.not_applicable(key[len(config.CONF_PREFIX) :])
+    }
+    kind = flat.get("type") or ("http" if "url" in flat else "?")
+    return [
+        Finding(
+            PROBLEM,
+            f"{prefix}{key} is not a key the {kind} transport reads: it is ignored"
+            + (f"; did you mean {prefix}{close}?" if close else ""),
+        )
+        for key, close in transports.unknown_keys(flat)
+    ]
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """What the user set a transport with, to name what to fix: ``spark.openlineage.transport`` (or a part of
+    a composite transport), or ``None`` for the openlineage-python client's own configuration."""
+
+    prefix: str | None
+
+    def of(self, *settings: str) -> str:
+        if self.prefix is None:
+            client_keys = {"url": "OPENLINEAGE_URL", "endpoint": "OPENLINEAGE_ENDPOINT", "auth": "OPENLINEAGE_API_KEY"}
+            names = [client_keys.get(setting.split(".")[0], f"transport.{setting}") for setting in settings]
+            return " / ".join(dict.fromkeys(names)) + " (or transport.* in openlineage.yml)"
+        return " and ".join(f"{self.prefix}.{setting}" for setting in settings)
+
+    def child(self, name: str) -> _Keys:
+        """A part of a composite transport."""
+        return _Keys(None if self.prefix is None else f"{self.prefix}.transports.{name}")
+
+    def inner(self) -> _Keys:
+        """The transport a transform transport wraps."""
+        return _Keys(None if self.prefix is None else f"{self.prefix}.transport")
 
 
 def _target(transport: Any) -> str | None:
@@ -209,47 +344,207 @@ def _target(transport: Any) -> str | None:
         value = getattr(settings, attribute, None)
         if value:
             return str(value)
-    for attribute in ("config", "properties"):  # kafka: the producer's own settings
-        properties = getattr(settings, attribute, None)
-        if isinstance(properties, Mapping) and properties.get("bootstrap.servers"):
-            return str(properties["bootstrap.servers"])
-    return None
+    servers = _kafka_settings(transport).get("bootstrap.servers")
+    return str(servers) if servers else None
 
 
-def _check_target(kind: str, transport: Any, target: str | None) -> Finding:
+def _kafka_settings(transport: Any) -> dict[str, Any]:
+    """The producer settings of a kafka transport (confluent-kafka's keys), else ``{}``."""
+    for holder in (getattr(transport, "kafka_config", None), getattr(transport, "config", None)):
+        for attribute in ("config", "properties"):
+            settings = getattr(holder, attribute, None)
+            if isinstance(settings, Mapping) and settings:
+                return dict(settings)
+    return {}
+
+
+def _check_target(transport: Any, keys: _Keys, namespace: str) -> list[Finding]:
+    kind = getattr(transport, "kind", None) or type(transport).__name__
+    target = _target(transport)
     if kind in ("http", "async_http") and target:
-        return _check_http(urllib.parse.urljoin(target, str(getattr(transport.config, "endpoint", ""))))
+        return [_check_http(transport, keys, namespace)]
     if kind == "file" and target:
         directory = Path(target).expanduser().resolve().parent
         if directory.is_dir() and os.access(directory, os.W_OK):
-            return Finding(OK, f"backend: {directory} is a writable directory")
-        return Finding(PROBLEM, f"backend: {directory} is not a writable directory")
-    if kind == "kafka" and target:
-        return _check_tcp(target.split(",")[0].strip())
-    return Finding(INFO, f"backend: nothing to check for a {kind} transport")
+            return [Finding(OK, f"backend: {directory} is a writable directory")]
+        return [Finding(PROBLEM, f"backend: {directory} is not a writable directory")]
+    if kind == "kafka":
+        return [_check_kafka(transport, keys)]
+    if kind == "composite":
+        children = getattr(transport, "transports", [])
+        return [
+            finding
+            for index, child in enumerate(children)
+            for finding in _check_target(child, keys.child(str(getattr(child, "name", index))), namespace)
+        ]
+    if kind == "transform" and getattr(transport, "transport", None) is not None:
+        return _check_target(transport.transport, keys.inner(), namespace)
+    return [Finding(INFO, f"backend: nothing to check for a {kind} transport")]
 
 
-def _check_http(url: str) -> Finding:
-    request = urllib.request.Request(url, method="GET", headers={"User-Agent": "spark-lineage-doctor"})
+PROBE_JOB = "spark_lineage_doctor"
+"""The job of the one event ``doctor`` sends to an HTTP backend: a completed run, with nothing else in it."""
+_AUTH_SETTINGS = {
+    "ApiKeyTokenProvider": ("auth.type", "auth.apiKey"),
+    "JwtTokenProvider": ("auth.apiKey", "auth.tokenEndpoint"),
+    "OAuth2ClientCredentialsTokenProvider": ("auth.clientId", "auth.clientSecret", "auth.tokenEndpoint"),
+}
+
+
+def _check_http(transport: Any, keys: _Keys, namespace: str) -> Finding:
+    """Sends one probe event through the transport itself: its url and endpoint (with any url parameters),
+    auth, headers, compression and TLS settings, as every event is sent."""
+    import requests
+
+    if transport.kind != "http":  # async_http: the same request, sent and answered synchronously
+        transport = _synchronous(transport)
+    url = urllib.parse.urljoin(transport.url, transport.endpoint)
     try:
-        with urllib.request.urlopen(request, timeout=CHECK_TIMEOUT_SECONDS) as response:
-            status = response.status
-    except urllib.error.HTTPError as error:  # an answer all the same: the server is there
-        status = error.code
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
-        return Finding(PROBLEM, f"backend: {url} does not answer ({reason})")
-    return Finding(OK, f"backend: {url} answers (HTTP {status} to a GET; events are POSTed there)")
+        with _quiet("openlineage", "urllib3"):
+            response = transport.emit(_probe_event(namespace))
+    except requests.HTTPError as error:
+        response = error.response
+        if response is None:
+            return Finding(PROBLEM, f"backend: {url} does not answer ({_short_reason(error)})")
+    except requests.Timeout:
+        return Finding(PROBLEM, f"backend: {url} does not answer within {transport.timeout:g} s")
+    except requests.RequestException as error:
+        return Finding(PROBLEM, f"backend: {url} does not answer ({_short_reason(error)})")
+    except (RuntimeError, KeyError, ValueError) as error:  # a token provider that could not get a token
+        auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__, ("auth.type",))
+        return Finding(
+            PROBLEM,
+            f"backend: no event sent to {url}: getting a token failed ({_short_reason(error)}); check {keys.of(*auth)}",
+        )
+    return _classify(url, response.status_code, response.reason, transport, keys, namespace)
 
 
-def _check_tcp(address: str) -> Finding:
-    host, _, port = address.rpartition(":")
+def _classify(url: str, status: int, reason: str | None, transport: Any, keys: _Keys, namespace: str) -> Finding:
+    answer = f"HTTP {status}{f' {reason}' if reason else ''}"
+    if 200 <= status < 300:
+        return Finding(
+            OK, f"backend: {url} accepted a probe event ({answer}): job {PROBE_JOB} in namespace {namespace}"
+        )
+    if status in (401, 403):
+        auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__)
+        headers = f" (and the headers in {keys.of('headers.*')})" if transport.config.custom_headers else ""
+        if auth is None:
+            what = f"no credentials are configured: set {keys.of('auth.type', 'auth.apiKey')}{headers}"
+        else:
+            what = f"check {keys.of(*auth)}{headers}"
+        return Finding(PROBLEM, f"backend: {url} refused the credentials ({answer}): {what}")
+    if 400 <= status < 500:
+        return Finding(
+            PROBLEM,
+            f"backend: {url} rejected a probe event ({answer}): the url or endpoint is wrong, or no OpenLineage "
+            f"backend listens there; check {keys.of('url', 'endpoint')}",
+        )
+    if status >= 500:
+        return Finding(
+            PROBLEM, f"backend: {url} failed on a probe event ({answer}): the backend is in error, see its logs"
+        )
+    return Finding(PROBLEM, f"backend: {url} answered {answer} to a probe event; check {keys.of('url', 'endpoint')}")
+
+
+def _probe_event(namespace: str) -> Any:
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.uuid import generate_new_uuid
+
+    return RunEvent(
+        eventType=RunState.COMPLETE,
+        eventTime=datetime.now(timezone.utc).isoformat(),
+        run=Run(runId=str(generate_new_uuid())),
+        job=Job(namespace=namespace, name=PROBE_JOB),
+        producer=PRODUCER,
+    )
+
+
+def _synchronous(transport: Any) -> Any:
+    """An async_http transport's settings as the (synchronous) http transport, which answers with a status."""
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+    settings = transport.config
+    return HttpTransport(
+        HttpConfig(
+            url=settings.url,
+            endpoint=settings.endpoint,
+            timeout=settings.timeout,
+            verify=settings.verify,
+            auth=settings.auth,
+            compression=settings.compression,
+            custom_headers=dict(settings.custom_headers),
+            retry=dict(NO_RETRIES),
+        )
+    )
+
+
+@contextmanager
+def _quiet(*loggers: str) -> Iterator[None]:
+    """The answer is reported once, by doctor: the libraries' own log lines about it are held back."""
+    previous = [(logging.getLogger(name), logging.getLogger(name).level) for name in loggers]
+    for logger, _ in previous:
+        logger.setLevel(logging.CRITICAL + 1)
     try:
-        with socket.create_connection((host or "localhost", int(port or 9092)), timeout=CHECK_TIMEOUT_SECONDS):
-            pass
-    except (OSError, ValueError) as error:
-        return Finding(PROBLEM, f"backend: {address} does not accept connections ({error})")
-    return Finding(OK, f"backend: {address} accepts connections")
+        yield
+    finally:
+        for logger, level in previous:
+            logger.setLevel(level)
+
+
+def _short_reason(error: BaseException) -> str:
+    """The cause, without the chain of wrappers requests and urllib3 put around it."""
+    text = str(error)
+    for pattern in (r"\[Errno -?\d+\][^'\")]*", r"\[SSL[^\]]*\][^'\")]*", r"Read timed out[^'\")]*"):
+        match = re.search(pattern, text)
+        if match:
+            return match.group(0).strip().rstrip(".")
+    return text
+
+
+def _check_kafka(transport: Any, keys: _Keys) -> Finding:
+    """Asks the brokers for their topics (confluent-kafka's AdminClient, with the transport's own settings:
+    servers, security, SASL), within :data:`CHECK_TIMEOUT_SECONDS`."""
+    settings = _kafka_settings(transport)
+    servers = settings.get("bootstrap.servers") or settings.get("metadata.broker.list") or "?"
+    topic = getattr(transport, "topic", None)
+    try:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        return Finding(
+            PROBLEM,
+            f"backend: kafka {servers} cannot be checked: confluent-kafka is not installed here, and the kafka "
+            "transport needs it (pip install 'spark-lineage[kafka]')",
+        )
+    errors: list[str] = []
+    silent = logging.getLogger("spark_lineage.doctor.librdkafka")
+    silent.propagate, silent.disabled = False, True
+    admin_settings = {key: value for key, value in settings.items() if not callable(value)}
+    admin_settings.update({"logger": silent, "error_cb": lambda error: errors.append(error.str())})
+    try:
+        admin = AdminClient(admin_settings)
+    except (KafkaException, ValueError, TypeError) as error:
+        return Finding(PROBLEM, f"backend: kafka {servers}: confluent-kafka does not take the settings ({error})")
+    try:
+        cluster = admin.list_topics(timeout=CHECK_TIMEOUT_SECONDS)
+    except KafkaException as error:
+        cause: Any = error.args[0] if error.args else None
+        reason = errors[0] if errors else cause.str() if hasattr(cause, "str") else _short_reason(error)
+        return Finding(
+            PROBLEM,
+            f"backend: kafka {servers} does not answer within {CHECK_TIMEOUT_SECONDS:g} s ({reason}); "
+            f"check {keys.of('properties.bootstrap.servers')}",
+        )
+    brokers = len(cluster.brokers)
+    if not topic:
+        found = ""
+    elif topic in cluster.topics:
+        found = f"; topic {topic} exists"
+    else:
+        found = (
+            f"; topic {topic} does not exist yet (the first event creates it only if the brokers auto-create topics)"
+        )
+    return Finding(OK, f"backend: kafka {servers} answers ({brokers} broker{'s' if brokers != 1 else ''}){found}")
 
 
 def main(confs: Mapping[str, str], check_backend: bool) -> int:

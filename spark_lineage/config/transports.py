@@ -4,6 +4,7 @@ sent."""
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,6 +19,54 @@ MAP_SETTINGS = frozenset({"properties", "headers", "urlParams", "config"})
 them is one name, dots and all."""
 
 Translation = Callable[[dict[str, Any], str], dict[str, Any]]
+
+_SSL_CONTEXT = tuple(
+    f"sslContext.{name}"
+    for name in (
+        "caCertPath", "ca_cert_path", "cacertpath",
+        "clientCertPath", "client_cert_path", "clientcertpath",
+        "clientKeyPath", "client_key_path", "clientkeypath",
+    )
+)  # fmt: skip
+_HTTP = (
+    "url", "endpoint", "timeout", "timeoutInMillis", "verify", "compression",
+    "auth.", "headers.", "custom_headers.", "urlParams.", "retry.", *_SSL_CONTEXT,
+)  # fmt: skip
+SETTINGS_BY_TYPE: dict[str, tuple[str, ...]] = {
+    "http": _HTTP,
+    "async_http": (*_HTTP, "max_queue_size", "max_concurrent_requests"),
+    "file": ("location", "log_file_path", "append"),
+    "kafka": ("topicName", "topic", "properties.", "config.", "messageKey", "timeoutInMillis", "timeout", "flush"),
+    "console": (),
+    "noop": (),
+}
+"""The ``spark.openlineage.transport.*`` keys (after ``transport.``, besides ``type``) each transport type reads,
+in openlineage-spark's spelling and openlineage-python's; one ending in ``.`` is a group of keys of their own
+(``headers.X-Team``). Other types (composite, transform, custom classes) are not listed: what they read is
+theirs."""
+
+
+def unknown_keys(flat: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """The keys of flat transport settings (``url``, ``auth.apiKey``, without ``transport.``) that their
+    transport type does not read, which openlineage-python ignores without a word, each with the known key it is
+    closest to (or ``None``). Empty for a type not in :data:`SETTINGS_BY_TYPE`."""
+    kind = str(flat.get("type") or ("http" if "url" in flat else "")).strip()
+    known = SETTINGS_BY_TYPE.get(kind)
+    if known is None:
+        return []
+    names = [name for name in known if not name.endswith(".")]
+    groups = [name for name in known if name.endswith(".")]
+    unknown = []
+    for key in sorted(flat):
+        if key in ("", "type") or key in names or any(key.startswith(group) and key != group for group in groups):
+            continue
+        rest = key.split(".", 1)[1] if "." in key else ""  # a misspelt group: ``header.X-Team``
+        candidates = [*names, *(group + rest for group in groups if rest)]
+        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+        unknown.append((key, close[0] if close else None))
+    return unknown
+
+
 _TRANSLATIONS: dict[str, Translation] = {}
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from spark_lineage.config import JAVA_AGENT_LISTENER
+from spark_lineage.config import JAVA_AGENT_LISTENER, transports
+from spark_lineage.doctor import read_properties
 from tests.support import LineageReceiver
 
 
@@ -34,9 +38,12 @@ def test_configured_and_answering(receiver: LineageReceiver) -> None:
         "[--]  Spark confs read from: --conf",
         "[ok]  spark-submit jobs here get lineage: spark.openlineage.transport.type is set",
         f"[--]  transport: http to {receiver.url} (from spark.openlineage.transport.*)",
-        f"[ok]  backend: {receiver.url}/api/v1/lineage answers (HTTP 501 to a GET; events are POSTed there)",
+        f"[ok]  backend: {receiver.url}/api/v1/lineage accepted a probe event (HTTP 200 OK): job "
+        "spark_lineage_doctor in namespace default",
     ]
-    assert receiver.events == []
+    assert [(event["eventType"], event["job"]["name"]) for event in receiver.events] == [
+        ("COMPLETE", "spark_lineage_doctor")
+    ]
 
 
 def test_enabled_flag_with_the_client_configuration_pointing_nowhere() -> None:
@@ -111,3 +118,225 @@ def test_keys_that_do_not_apply_here_are_said_with_why(receiver: LineageReceiver
         "on a bounded Python worker (python.queueSize), column lineage within python.columnLineage.budgetMillis",
         f"[--]  transport: http to {receiver.url} (from spark.openlineage.transport.*)",
     ]
+
+
+class Backend:
+    """An HTTP backend on loopback answering every POST with ``status``, keeping each request's path and
+    headers."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                backend.requests.append((self.path, dict(self.headers.items())))
+                self.send_response(backend.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+SECRET = "s3cr3t-api-key-4711"
+
+
+def http_confs(url: str) -> list[str]:
+    confs = {
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.url": url,
+        "spark.openlineage.transport.endpoint": "api/v2/events",
+        "spark.openlineage.transport.urlParams.tenant": "blue",
+        "spark.openlineage.transport.auth.type": "api_key",
+        "spark.openlineage.transport.auth.apiKey": SECRET,
+        "spark.openlineage.transport.headers.X-Team": "lineage-team",
+    }
+    return [arg for key, value in confs.items() for arg in ("--conf", f"{key}={value}")]
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (201, 0, "[ok]  backend: {url} accepted a probe event (HTTP 201 Created): job spark_lineage_doctor in "
+         "namespace default"),
+        (401, 1, "[!!]  backend: {url} refused the credentials (HTTP 401 Unauthorized): check "
+         "spark.openlineage.transport.auth.type and spark.openlineage.transport.auth.apiKey (and the headers in "
+         "spark.openlineage.transport.headers.*)"),
+        (403, 1, "[!!]  backend: {url} refused the credentials (HTTP 403 Forbidden): check "
+         "spark.openlineage.transport.auth.type and spark.openlineage.transport.auth.apiKey (and the headers in "
+         "spark.openlineage.transport.headers.*)"),
+        (404, 1, "[!!]  backend: {url} rejected a probe event (HTTP 404 Not Found): the url or endpoint is wrong, "
+         "or no OpenLineage backend listens there; check spark.openlineage.transport.url and "
+         "spark.openlineage.transport.endpoint"),
+        (500, 1, "[!!]  backend: {url} failed on a probe event (HTTP 500 Internal Server Error): the backend is in "
+         "error, see its logs"),
+    ],
+)  # fmt: skip
+def test_the_backend_check_sends_what_the_transport_sends_and_classifies_the_answer(
+    status: int, code: int, expected: str
+) -> None:
+    backend = Backend(status)
+    try:
+        result = doctor(*http_confs(backend.url))
+    finally:
+        backend.close()
+    url = f"{backend.url}/api/v2/events?tenant=blue"
+    assert lines(result)[-1] == expected.format(url=url), result.stdout + result.stderr
+    assert result.returncode == code
+    assert len(backend.requests) == 1  # one request: no retries of a refused or failed probe
+    path, headers = backend.requests[0]
+    assert path == "/api/v2/events?tenant=blue"
+    assert headers["Authorization"] == f"Bearer {SECRET}"
+    assert headers["X-Team"] == "lineage-team"
+    assert headers["Content-Type"] == "application/json"
+    assert SECRET not in result.stdout + result.stderr
+    assert "lineage-team" not in result.stdout + result.stderr  # header values count as secrets
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unauthorized_answer_without_credentials_says_what_to_set() -> None:
+    backend = Backend(401)
+    try:
+        result = doctor(
+            "--conf",
+            "spark.openlineage.transport.type=http",
+            "--conf",
+            f"spark.openlineage.transport.url={backend.url}",
+        )
+    finally:
+        backend.close()
+    assert lines(result)[-1] == (
+        f"[!!]  backend: {backend.url}/api/v1/lineage refused the credentials (HTTP 401 Unauthorized): no "
+        "credentials are configured: set spark.openlineage.transport.auth.type and "
+        "spark.openlineage.transport.auth.apiKey"
+    )
+    assert "Authorization" not in backend.requests[0][1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_kafka_with_no_broker_is_one_line_without_a_traceback() -> None:
+    pytest.importorskip("confluent_kafka")
+    port = free_port()
+    result = doctor(
+        "--conf", "spark.openlineage.transport.type=kafka",
+        "--conf", "spark.openlineage.transport.topicName=lineage",
+        "--conf", f"spark.openlineage.transport.properties.bootstrap.servers=127.0.0.1:{port}",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert lines(result)[-2] == f"[--]  transport: kafka to 127.0.0.1:{port} (from spark.openlineage.transport.*)"
+    last = lines(result)[-1]
+    assert last.startswith(f"[!!]  backend: kafka 127.0.0.1:{port} does not answer within 5 s (")
+    assert last.endswith("); check spark.openlineage.transport.properties.bootstrap.servers")
+    assert result.stderr == ""
+
+
+def test_spark_defaults_is_read_as_spark_reads_it(tmp_path: Path) -> None:
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# comment\n"
+        "  ! another comment\n"
+        "spark.openlineage.transport.type = file\n"
+        "spark.openlineage.transport.location:" + str(tmp_path / "events") + "\\\n"
+        "    .jsonl\n"
+        "spark.openlineage.namespace\tprod  \n"
+        "spark.openlineage.namespce=typo\n"
+    )
+    result = doctor(SPARK_CONF_DIR=str(tmp_path))
+    assert lines(result)[2].startswith("[ok]  spark-submit jobs here get lineage: ")
+    assert lines(result)[3:] == [
+        "[!!]  spark.openlineage.namespce is not a key spark_lineage knows: it is ignored; did you mean "
+        "spark.openlineage.namespace?",
+        f"[--]  transport: file to {tmp_path / 'events.jsonl'} (from spark.openlineage.transport.*)",
+        f"[ok]  backend: {tmp_path} is a writable directory",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("spark.a b", {"spark.a": "b"}),
+        ("spark.a=b", {"spark.a": "b"}),
+        ("spark.a = b", {"spark.a": "b"}),
+        ("spark.a:b", {"spark.a": "b"}),
+        ("  spark.a   \t  b c  ", {"spark.a": "b c"}),
+        ("spark.a = x=y", {"spark.a": "x=y"}),
+        ("spark.a", {"spark.a": ""}),
+        ("# spark.a b\n! spark.b c\n\n", {}),
+        ("spark.a one,\\\n    two", {"spark.a": "one,two"}),
+        ("spark.a one\\\\\nspark.b two", {"spark.a": "one\\", "spark.b": "two"}),
+        ("spark.a\\=b = c", {"spark.a=b": "c"}),
+        ("spark.a \\u0041\\tB", {"spark.a": "A\tB"}),
+        ("spark.a x\r\nspark.b y\rspark.c z", {"spark.a": "x", "spark.b": "y", "spark.c": "z"}),
+        ("spark.a = 1\nspark.a = 2", {"spark.a": "2"}),
+    ],
+)
+def test_properties_as_java_reads_them(text: str, expected: dict[str, str]) -> None:
+    assert read_properties(text) == expected
+
+
+def test_transport_keys_the_transport_does_not_read_are_problems_with_a_suggestion() -> None:
+    result = doctor(
+        "--no-backend-check",
+        "--conf", "spark.openlineage.transport.type=http",
+        "--conf", "spark.openlineage.transport.url=http://localhost:5000",
+        "--conf", "spark.openlineage.transport.endpont=api/v2/events",
+        "--conf", "spark.openlineage.transport.header.X-Team=lineage-team",
+        "--conf", "spark.openlineage.transport.headers.X-Other=fine",
+        "--conf", "spark.openlineage.transport.timeoutInMillis=3000",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert lines(result)[3:5] == [
+        "[!!]  spark.openlineage.transport.endpont is not a key the http transport reads: it is ignored; did you "
+        "mean spark.openlineage.transport.endpoint?",
+        "[!!]  spark.openlineage.transport.header.X-Team is not a key the http transport reads: it is ignored; did "
+        "you mean spark.openlineage.transport.headers.X-Team?",
+    ]
+    assert lines(result)[5] == "[--]  transport: http to http://localhost:5000 (from spark.openlineage.transport.*)"
+
+
+@pytest.mark.parametrize(
+    ("flat", "expected"),
+    [
+        ({"type": "kafka", "topicname": "t", "properties.bootstrap.servers": "b:9092"}, [("topicname", "topicName")]),
+        ({"type": "file", "location": "/tmp/e.jsonl", "apend": "false"}, [("apend", "append")]),
+        ({"url": "http://x", "auth.type": "api_key", "sslContext.ca_cert_path": "/ca.pem", "retry.total": "2"}, []),
+        ({"type": "async_http", "url": "http://x", "max_queue_size": "5", "nonsense": "1"}, [("nonsense", None)]),
+        ({"type": "composite", "transports.a.type": "console", "anything": "1"}, []),  # its own: not judged
+    ],
+)
+def test_unknown_transport_keys_by_type(flat: dict[str, str], expected: list[tuple[str, str | None]]) -> None:
+    assert transports.unknown_keys(flat) == expected
+
+
+def test_an_async_http_transport_is_checked_with_the_same_request() -> None:
+    backend = Backend(200)
+    try:
+        args = [arg.replace("transport.type=http", "transport.type=async_http") for arg in http_confs(backend.url)]
+        result = doctor(*args)
+    finally:
+        backend.close()
+    assert lines(result)[-1] == (
+        f"[ok]  backend: {backend.url}/api/v2/events?tenant=blue accepted a probe event (HTTP 200 OK): job "
+        "spark_lineage_doctor in namespace default"
+    ), result.stdout + result.stderr
+    [(path, headers)] = backend.requests
+    assert (path, headers["Authorization"], headers["X-Team"]) == (
+        "/api/v2/events?tenant=blue",
+        f"Bearer {SECRET}",
+        "lineage-team",
+    )
