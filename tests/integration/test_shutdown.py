@@ -149,9 +149,10 @@ def test_sigterm_ends_the_application_run_even_with_the_backend_down(
     receiver.start()
     result = replay(spool)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip() == f"spark-lineage replay: 4 of 4 events delivered from {spool}"
+    # The application's START and FAIL; the write's START, RUNNING as its job starts and ends, COMPLETE.
+    assert result.stdout.strip() == f"spark-lineage replay: 6 of 6 events delivered from {spool}"
     start, end = app_events(receiver.events)
     assert (start["eventType"], end["eventType"]) == ("START", "FAIL")
     assert end["run"]["facets"]["errorMessage"]["message"] == "the application was terminated by SIGTERM"
-    assert [e["eventType"] for e in query_events(receiver.events)] == ["START", "COMPLETE"]
+    assert [e["eventType"] for e in query_events(receiver.events)] == ["START", "RUNNING", "RUNNING", "COMPLETE"]
     assert set(receiver.copies().values()) == {1}
