@@ -103,7 +103,7 @@ def test_read_only_actions_are_filtered_and_the_switch_turns_that_off(
     )
     people.count()
     handle.disable(timeout=30)
-    (_, complete) = query_events(receiver.events)
+    _, complete = only_run(receiver.events, "")
     assert complete["inputs"][0]["name"] == str(data_dir / "people.csv")
 
 

@@ -49,11 +49,12 @@ def test_backend_down_never_fails_the_job(
     assert [spark.read.parquet(str(data_dir / f"down_{i}")).count() for i in range(3)] == [5, 5, 5]
     delivery_warnings = [r for r in caplog.records if "did not take an event" in r.getMessage()]
     assert len(delivery_warnings) == 1  # logged once per kind, not once per event
-    # Everything waits in the spool: the application run and three query runs, START and COMPLETE each.
+    # Everything waits in the spool: the application run's START and COMPLETE, and three query runs of four
+    # events each (START, RUNNING as the write's job starts and as it ends, COMPLETE).
     left = Spool(spool).pending()
-    assert left.count == 8
+    assert left.count == 14
     (summary,) = [r.getMessage() for r in caplog.records if "could not be delivered" in r.getMessage()]
-    assert summary.startswith("spark_lineage: 8 lineage events (jobs default/lineage_tests, ")
+    assert summary.startswith("spark_lineage: 14 lineage events (jobs default/lineage_tests, ")
     assert summary.endswith(f"deliver them with: spark-lineage replay --spool {spool}")
 
 
@@ -70,7 +71,7 @@ def test_stuck_backend_never_holds_up_the_job(spark: Any, data_dir: Path) -> Non
         release.set()
         assert handle.flush(60)
         handle.disable(timeout=30)
-        assert len(runs := [e for e in query_events(receiver.events) if "stuck_" in e["job"]["name"]]) == 6, runs
+        assert len(runs := [e for e in query_events(receiver.events) if "stuck_" in e["job"]["name"]]) == 12, runs
         assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE"]
     finally:
         release.set()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import spark_lineage
-from tests.support import LineageReceiver, app_events, query_events
+from tests.support import LineageReceiver, app_events, only_run
 
 pytestmark = pytest.mark.spark
 
@@ -42,7 +42,7 @@ def test_reference_keys_as_spark_confs(spark: Any, receiver: LineageReceiver, da
 
     app_start = app_events(receiver.events)[0]
     assert (app_start["run"]["runId"], app_start["job"]["name"]) == (app_run, "keys_app")
-    start, complete = query_events(receiver.events)
+    start, complete = only_run(receiver.events, "")
     assert complete["run"]["facets"]["parent"]["run"]["runId"] == app_run
     for event in (app_start, start, complete):
         assert event["job"]["facets"]["ownership"]["owners"] == [{"name": "Data Platform", "type": "team"}]
@@ -74,7 +74,7 @@ def test_logical_plan_facet_only_when_turned_on(spark: Any, receiver: LineageRec
             assert handle.flush(60)
         finally:
             handle.disable(timeout=30)
-        start, complete = query_events(receiver.events)
+        start, complete = only_run(receiver.events, "")
         if not turned_on:
             assert all("spark.logicalPlan" not in e["run"]["facets"] for e in (start, complete))
             continue
