@@ -238,9 +238,14 @@ def _redact_record(record: logging.LogRecord) -> None:
         if redacted != message:
             record.msg, record.args = redacted, None
         if record.exc_info and record.exc_info[0] is not None:
-            text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+            original = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+            text = original
             for redactor in list(_log_redactors):
                 text = redactor.text(text)
             record.exc_text = text
+            if text != original:
+                # Formatters that read the exception itself (PySpark 4's JSON formatter does) would show what
+                # was redacted: they get the redacted traceback text only.
+                record.exc_info = None
     except Exception:  # noqa: BLE001 - a record we cannot read is left to logging's own error handling
         pass
