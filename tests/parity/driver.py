@@ -92,7 +92,9 @@ def session(
     return spark
 
 
-def run(agent: str, workspace: Workspace, only: set[str] | None, suite: str = "main") -> dict[str, Any]:
+def run(
+    agent: str, workspace: Workspace, only: set[str] | None, suite: str = "main", ready: Path | None = None
+) -> dict[str, Any]:
     shutil.rmtree(workspace.base, ignore_errors=True)
     workspace.base.mkdir(parents=True)
     with contextlib.ExitStack() as services:
@@ -101,14 +103,16 @@ def run(agent: str, workspace: Workspace, only: set[str] | None, suite: str = "m
             metastore = services.enter_context(
                 hive_metastore(workspace.base / "metastore", workspace.base / "warehouse")
             )
-        return run_scenarios(agent, workspace, only, suite, metastore)
+        return run_scenarios(agent, workspace, only, suite, metastore, ready)
 
 
 def run_scenarios(
-    agent: str, workspace: Workspace, only: set[str] | None, suite: str, metastore: str | None
+    agent: str, workspace: Workspace, only: set[str] | None, suite: str, metastore: str | None, ready: Path | None
 ) -> dict[str, Any]:
     events_file = workspace.base / "events.jsonl"
     spark = session(agent, workspace, events_file, suite, metastore)
+    if ready is not None:
+        ready.touch()
     prepare(spark, workspace)
     handle = None
     if agent == "python":
@@ -151,6 +155,7 @@ def main() -> None:
     parser.add_argument("--postgres", help="a PostgreSQL JDBC URL with the scenario tables")
     parser.add_argument("--kafka", help="a Kafka broker's bootstrap server")
     parser.add_argument("--only", help="comma-separated scenario names")
+    parser.add_argument("--ready", type=Path, help="a file to create once the Spark session is up")
     parser.add_argument(
         "--suite",
         choices=tuple(SUITES),
@@ -163,7 +168,7 @@ def main() -> None:
     iceberg = iceberg_runtime(pyspark.__version__) is not None
     workspace = Workspace(args.base.resolve(), args.postgres, args.kafka, iceberg)
     only = set(args.only.split(",")) if args.only else None
-    args.out.write_text(json.dumps(run(args.agent, workspace, only, args.suite), indent=1, sort_keys=True))
+    args.out.write_text(json.dumps(run(args.agent, workspace, only, args.suite, args.ready), indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":

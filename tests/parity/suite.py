@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -39,27 +40,70 @@ def selected_scenarios(request: Any, scenarios: Collection[str]) -> list[str]:
     return ["--only", ",".join(sorted(chosen))] if chosen and chosen != set(scenarios) else []
 
 
-def run_both(work: Path, driver_args: list[str]) -> Runs:
-    """Both runs of a suite, one after the other in the same directory so that paths are the same."""
-    results = {}
-    for agent in ("java", "python"):
-        out = work / f"{agent}.json"
-        command = [sys.executable, "-m", "tests.parity.driver", "--agent", agent, "--base", str(work / "data")]
-        command += ["--out", str(out), *driver_args]
-        finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500, check=False)
-        assert finished.returncode == 0, f"the {agent} run failed:\n{finished.stderr[-4000:]}"
-        results[agent] = json.loads(out.read_text())
-    return results
+def run_both(work: Path, driver_args: list[str], *, side_by_side: bool = False) -> Runs:
+    """Both runs of a suite. One after the other in the same directory, so that paths are the same; or, for a
+    suite whose scenarios use no server (two runs writing one PostgreSQL table or Kafka topic would see each
+    other's data), ``side_by_side`` in directories of their own whose paths are then written as the shared
+    one: the reference's run starts once ours has resolved the jars both load, so that two Ivy resolutions
+    never fill the same cache at once."""
+    if not side_by_side:
+        return {agent: _finish(*_start(agent, work, work / "data", driver_args)) for agent in ("java", "python")}
+    started = {}
+    for agent in ("python", "java"):
+        started[agent] = _start(agent, work, work / f"{agent}-data", driver_args)
+        _wait_until_ready(*started[agent])
+    runs = {agent: _finish(*started[agent]) for agent in started}
+    return {agent: _with_base(runs[agent], work / f"{agent}-data", work / "data") for agent in runs}
+
+
+DRIVER_TIMEOUT_SECONDS = 1500
+
+
+def _start(agent: str, work: Path, base: Path, driver_args: list[str]) -> tuple[str, subprocess.Popen[str], Path]:
+    out = work / f"{agent}.json"
+    command = [sys.executable, "-m", "tests.parity.driver", "--agent", agent, "--base", str(base)]
+    command += ["--out", str(out), "--ready", str(work / f"{agent}.ready"), *driver_args]
+    # stderr to a file: Ivy alone can write more than a pipe holds while nobody reads it
+    with (work / f"{agent}.stderr").open("w") as stderr:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    return agent, process, work
+
+
+def _wait_until_ready(agent: str, process: subprocess.Popen[str], work: Path) -> None:
+    """Until the run's Spark session is up (its ``--ready`` file), or the run has ended."""
+    deadline = time.monotonic() + DRIVER_TIMEOUT_SECONDS
+    while not (work / f"{agent}.ready").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _finish(agent: str, process: subprocess.Popen[str], work: Path) -> dict[str, Any]:
+    try:
+        returncode = process.wait(timeout=DRIVER_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    stderr = (work / f"{agent}.stderr").read_text(errors="replace")
+    assert returncode == 0, f"the {agent} run failed:\n{stderr[-4000:]}"
+    result: dict[str, Any] = json.loads((work / f"{agent}.json").read_text())
+    return result
+
+
+def _with_base(run: dict[str, Any], base: Path, shared: Path) -> dict[str, Any]:
+    """The run's events as if its files had been under ``shared``."""
+    result: dict[str, Any] = json.loads(json.dumps(run).replace(str(base), str(shared)))
+    return result
 
 
 def run_suite(request: Any, tmp_path_factory: Any, suite: str, scenarios: Collection[str]) -> Runs:
-    """Both runs of a suite whose scenarios need a Spark application of their own (the driver's ``--suite``),
-    of the scenarios this pytest session selected, in a directory of their own."""
+    """Both runs, side by side, of a suite whose scenarios need a Spark application of their own (the driver's
+    ``--suite``) and no server, of the scenarios this pytest session selected, in a directory of their own."""
     import pytest
 
     pytest.importorskip("pyspark")
     return run_both(
-        tmp_path_factory.mktemp(f"{suite}_parity"), ["--suite", suite, *selected_scenarios(request, scenarios)]
+        tmp_path_factory.mktemp(f"{suite}_parity"),
+        ["--suite", suite, *selected_scenarios(request, scenarios)],
+        side_by_side=True,
     )
 
 

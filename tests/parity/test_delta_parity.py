@@ -20,7 +20,7 @@ def delta_runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     pyspark = pytest.importorskip("pyspark")
     if delta_spark(pyspark.__version__) is None:
         pytest.skip(f"no Delta Lake release supports Spark {spark_line()} (tests/jars.py DELTA_VERSIONS)")
-    return run_both(tmp_path_factory.mktemp("delta_parity"), ["--suite", "delta"])
+    return run_both(tmp_path_factory.mktemp("delta_parity"), ["--suite", "delta"], side_by_side=True)
 
 
 @pytest.mark.parametrize("scenario", sorted(DELTA_SCENARIOS))
