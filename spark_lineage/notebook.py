@@ -11,6 +11,7 @@ Where the notebook's file name can be known (Jupyter server's ``JPY_SESSION_NAME
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -151,7 +152,15 @@ def _configured_destination() -> str:
 
     resolved = config.resolve({})
     redactor = Redactor(resolved.redaction_pattern)
-    destination, _ = describe(create_client(resolved, redactor).transport)
+    # openlineage-python warns when it falls back to the console; the line printed here says that already,
+    # and the session's own client will warn again when it starts
+    client_log = logging.getLogger("openlineage.client.client")
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)
+    try:
+        destination, _ = describe(create_client(resolved, redactor).transport)
+    finally:
+        client_log.setLevel(level)
     return redactor.text(destination)
 
 

@@ -3,6 +3,7 @@ kernel or a JVM."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -197,7 +198,11 @@ def test_a_dataset_no_run_touched_is_said_so(
     ],
 )
 def test_where_events_go(
-    url: str | None, expected: str, monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+    url: str | None,
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: pytest.TempPathFactory,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     for name in ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "OPENLINEAGE__TRANSPORT__TYPE", "OPENLINEAGE_DISABLED"):
         monkeypatch.delenv(name, raising=False)
@@ -205,9 +210,11 @@ def test_where_events_go(
     monkeypatch.setattr(session, "destinations", lambda: [])
     if url:
         monkeypatch.setenv("OPENLINEAGE_URL", url)
+    caplog.set_level(logging.WARNING)
     line = notebook._where_events_go()
     assert expected in line
     assert "hunter2" not in line
+    assert not caplog.records, "the line says it all: no warning of openlineage-python's fallback besides"
 
 
 @pytest.mark.parametrize(
