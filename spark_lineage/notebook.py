@@ -2,8 +2,8 @@
 
 - ``%load_ext spark_lineage``: lineage on for the active SparkSession, and for every session created later;
 - ``%lineage off`` / ``%lineage on``: switch it for this kernel's sessions;
-- ``%lineage``: the runs so far, inputs -> job -> outputs, as a graph (SVG) in a notebook and as text in a
-  terminal.
+- ``%lineage [--last N] [--dataset NAME]``: the runs so far, inputs -> run -> outputs, as a graph in a
+  notebook (:mod:`spark_lineage.notebook_graph` draws it) and as text in a terminal.
 
 Where the notebook's file name can be known (Jupyter server's ``JPY_SESSION_NAME``, VS Code's
 ``__vsc_ipynb_file__``), it names the application in job names, so runs of different notebooks stay apart.
@@ -11,17 +11,23 @@ Where the notebook's file name can be known (Jupyter server's ``JPY_SESSION_NAME
 
 from __future__ import annotations
 
-import html
+import logging
 import os
-import re
+import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from spark_lineage import notebook_graph
 from spark_lineage.session import RunSummary
 
-USAGE = "usage: %lineage [on | off]   (no argument: show the runs of this session so far)"
+USAGE = (
+    "usage: %lineage [--last N] [--dataset NAME]   show this kernel's runs (the last N; those that read or\n"
+    "                                               wrote dataset NAME)\n"
+    "       %lineage on | off                       switch lineage for this kernel's Spark sessions"
+)
 FLUSH_SECONDS = 10.0
 
 
@@ -38,9 +44,10 @@ def notebook_name() -> str | None:
 
 
 def load(ipython: Any) -> None:
-    """``%load_ext spark_lineage``."""
+    """``%load_ext spark_lineage``: lineage on, and one line saying where events go."""
     ipython.register_magic_function(lineage_magic, magic_kind="line", magic_name="lineage")
     switch(True)
+    print(f"spark_lineage: {_where_events_go()}")
 
 
 def unload(ipython: Any) -> None:
@@ -51,20 +58,110 @@ def unload(ipython: Any) -> None:
     activation.follow_new_sessions(None)
 
 
+class UsageError(ValueError):
+    """A ``%lineage`` line that does not parse; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a ``%lineage`` line asks for: a switch (``on``/``off``), or which runs to show."""
+
+    switch: bool | None = None
+    last: int | None = None
+    dataset: str | None = None
+
+
+def parse_options(line: str) -> Options:
+    """The options of a ``%lineage`` line; :class:`UsageError` for anything else."""
+    try:
+        words = shlex.split(line)
+    except ValueError as error:  # an unclosed quote
+        raise UsageError(str(error)) from None
+    if len(words) == 1 and words[0].lower() in ("on", "off"):
+        return Options(switch=words[0].lower() == "on")
+    last: int | None = None
+    dataset: str | None = None
+    while words:
+        word = words.pop(0)
+        option, equals, value = word.partition("=")
+        if option not in ("--last", "--dataset"):
+            raise UsageError(f"unknown argument {word!r}")
+        if not equals:
+            if not words:
+                raise UsageError(f"{option} needs a value")
+            value = words.pop(0)
+        if option == "--dataset":
+            dataset = value
+        elif not value.isdigit() or int(value) < 1:
+            raise UsageError(f"--last takes a number of runs (1 or more), not {value!r}")
+        else:
+            last = int(value)
+    return Options(last=last, dataset=dataset)
+
+
 def lineage_magic(line: str) -> LineageGraph | None:
-    """``%lineage [on | off]``."""
-    argument = line.strip().lower()
-    if argument in ("on", "off"):
-        switch(argument == "on")
-        print(f"spark_lineage: lineage {argument} for this kernel's Spark sessions")
+    """``%lineage [on | off | --last N | --dataset NAME]``. A line that does not parse prints why and the
+    usage, never a traceback: a magic's user is at a notebook, not debugging it."""
+    try:
+        options = parse_options(line)
+    except UsageError as error:
+        print(f"%lineage: {error}\n{USAGE}", file=sys.stderr)
         return None
-    if argument:
-        print(USAGE, file=sys.stderr)
+    if options.switch is not None:
+        argument = "on" if options.switch else "off"
+        switch(options.switch)
+        print(f"spark_lineage: lineage {argument} for this kernel's Spark sessions")
         return None
     from spark_lineage import session
 
     session.flush_all(FLUSH_SECONDS)
-    return LineageGraph(session.recent_runs())
+    try:
+        runs, note = notebook_graph.select_runs(session.recent_runs(), options.last, options.dataset)
+    except notebook_graph.DatasetNotFoundError as error:
+        print(f"%lineage: {error}", file=sys.stderr)
+        return None
+    return LineageGraph(runs, note)
+
+
+def _where_events_go() -> str:
+    """``lineage on; events go to <destination>``, without secrets. Never raises: this is only a message."""
+    from spark_lineage import session
+    from spark_lineage.redaction import Redactor
+
+    where = session.destinations()
+    state = "lineage on" if where else "lineage on from the next SparkSession"
+    try:
+        where = where or [_configured_destination()]
+    except Exception as error:  # noqa: BLE001 - the session will log the same configuration error itself
+        return f"{state}; its configuration does not make a transport: {Redactor().text(str(error))}"
+    described = ", ".join(
+        "the console (one line per event, printed below the cell that ran it)"
+        if destination == "console"
+        else destination
+        for destination in where
+    )
+    return Redactor().text(f"{state}; events go to {described}")
+
+
+def _configured_destination() -> str:
+    """Where the client's own configuration (``OPENLINEAGE_URL``, ``openlineage.yml``, ``OPENLINEAGE__*``)
+    sends events, as ``spark-lineage doctor`` finds it."""
+    from spark_lineage import config
+    from spark_lineage.delivery.transports import create_client, describe
+    from spark_lineage.redaction import Redactor
+
+    resolved = config.resolve({})
+    redactor = Redactor(resolved.redaction_pattern)
+    # openlineage-python warns when it falls back to the console; the line printed here says that already,
+    # and the session's own client will warn again when it starts
+    client_log = logging.getLogger("openlineage.client.client")
+    level = client_log.level
+    client_log.setLevel(logging.ERROR)
+    try:
+        destination, _ = describe(create_client(resolved, redactor).transport)
+    finally:
+        client_log.setLevel(level)
+    return redactor.text(destination)
 
 
 def switch(on: bool) -> None:
@@ -98,11 +195,14 @@ def _ipython() -> Any:
 
 
 class LineageGraph:
-    """Runs as a graph: datasets and jobs as nodes, reads and writes as edges. Shows as SVG where the front
-    end renders images, and as one line per run elsewhere."""
+    """Runs as a graph: datasets and runs as nodes, reads and writes as edges. Drawn by Graphviz as SVG where
+    it is installed, else given as Mermaid (which JupyterLab 4.1 and later draw), and as one line per run in a
+    terminal."""
 
-    def __init__(self, runs: Sequence[RunSummary]) -> None:
+    def __init__(self, runs: Sequence[RunSummary], note: str = "") -> None:
         self.runs = list(runs)
+        self.note = note
+        """What was left out (older runs), or empty."""
 
     def __repr__(self) -> str:
         if not self.runs:
@@ -112,137 +212,29 @@ class LineageGraph:
             inputs = ", ".join(run.inputs) or "(no inputs)"
             outputs = ", ".join(run.outputs) or "(no outputs)"
             lines.append(f"{inputs} -> [{run.job_name}] -> {outputs}" + ("" if run.state == "COMPLETE" else " FAILED"))
+        if self.note:
+            lines.append(f"(showing {self.note})")
         return "\n".join(lines)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
 
+    def graph(self) -> notebook_graph.Graph:
+        """The nodes and edges drawn."""
+        return notebook_graph.build(self.runs, self.note)
+
     def _repr_svg_(self) -> str | None:
-        if not self.runs:
+        if not self.runs or not notebook_graph.dot_available():
             return None
-        return _svg(_layout(self.runs), self.runs)
+        return notebook_graph.svg(self.graph())
 
+    def _repr_markdown_(self) -> str | None:
+        if not self.runs or notebook_graph.dot_available():
+            return None
+        return f"```mermaid\n{notebook_graph.mermaid(self.graph())}\n```"
 
-# --- layout and drawing ---------------------------------------------------------------------------------------
-
-_NODE_WIDTH = 310
-_NODE_HEIGHT = 34
-_COLUMN_GAP = 70
-_ROW_GAP = 16
-_MARGIN = 12
-_CHARS = 46  # what fits in a node at the font size used
-_LOOP_ROOM = 30  # above the nodes, for edges that go back to an earlier column
-
-
-def _edges(runs: Iterable[RunSummary]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    edges = []
-    for run in runs:
-        job = ("job", run.job_name)
-        edges += [(("dataset", name), job) for name in run.inputs]
-        edges += [(job, ("dataset", name)) for name in run.outputs]
-    return list(dict.fromkeys(edges))
-
-
-def _layout(runs: Sequence[RunSummary]) -> dict[tuple[str, str], tuple[int, int]]:
-    """Column = longest path from a source, row = order of first appearance within the column. Cycles (a
-    MERGE reads its own target) are cut at the edge that closes them, found by a depth-first walk in the
-    order things happened."""
-    nodes: dict[tuple[str, str], None] = {}
-    for run in runs:
-        nodes.update(dict.fromkeys(("dataset", name) for name in run.inputs))
-        nodes[("job", run.job_name)] = None
-        nodes.update(dict.fromkeys(("dataset", name) for name in run.outputs))
-    children: dict[tuple[str, str], list[tuple[str, str]]] = {node: [] for node in nodes}
-    for source, target in _edges(runs):
-        children[source].append(target)
-
-    closing: set[tuple[tuple[str, str], tuple[str, str]]] = set()
-    state: dict[tuple[str, str], str] = {}
-
-    def walk(node: tuple[str, str]) -> None:
-        state[node] = "open"
-        for child in children[node]:
-            if state.get(child) == "open":
-                closing.add((node, child))
-            elif child not in state:
-                walk(child)
-        state[node] = "done"
-
-    for node in nodes:
-        if node not in state:
-            walk(node)
-    parents: dict[tuple[str, str], list[tuple[str, str]]] = {node: [] for node in nodes}
-    for source, targets in children.items():
-        for target in targets:
-            if (source, target) not in closing:
-                parents[target].append(source)
-    column: dict[tuple[str, str], int] = {}
-
-    def depth(node: tuple[str, str]) -> int:
-        if node not in column:
-            column[node] = max((depth(p) + 1 for p in parents[node]), default=0)
-        return column[node]
-
-    for node in nodes:
-        depth(node)
-    for node in nodes:  # a source sits just before its first reader, so its edge stays short
-        readers = [column[child] for child in children[node] if (node, child) not in closing]
-        if readers and not parents[node]:
-            column[node] = min(readers) - 1
-    rows: dict[int, int] = {}
-    placed = {}
-    for node in nodes:
-        col = column[node]
-        placed[node] = (col, rows.get(col, 0))
-        rows[col] = rows.get(col, 0) + 1
-    return placed
-
-
-def _svg(placed: dict[tuple[str, str], tuple[int, int]], runs: Sequence[RunSummary]) -> str:
-    def box(node: tuple[str, str]) -> tuple[int, int]:
-        col, row = placed[node]
-        return (_MARGIN + col * (_NODE_WIDTH + _COLUMN_GAP), _LOOP_ROOM + row * (_NODE_HEIGHT + _ROW_GAP))
-
-    failed = {("job", run.job_name) for run in runs if run.state != "COMPLETE"}
-    width = _MARGIN * 2 + (max(c for c, _ in placed.values()) + 1) * (_NODE_WIDTH + _COLUMN_GAP) - _COLUMN_GAP
-    height = _MARGIN + _LOOP_ROOM + (max(r for _, r in placed.values()) + 1) * (_NODE_HEIGHT + _ROW_GAP) - _ROW_GAP
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
-    ]
-    for source, target in _edges(runs):
-        (x1, y1), (x2, y2) = box(source), box(target)
-        if x2 > x1:  # forward: from the right side of one node to the left side of the next
-            x1, y1, y2 = x1 + _NODE_WIDTH, y1 + _NODE_HEIGHT // 2, y2 + _NODE_HEIGHT // 2
-            bend = f"C{x1 + _COLUMN_GAP // 2},{y1} {x2 - _COLUMN_GAP // 2},{y2}"
-        else:  # back to an earlier column (a job writing what it read): over the top
-            x1, x2 = x1 + _NODE_WIDTH // 2, x2 + _NODE_WIDTH // 2
-            bend = f"C{x1},{y1 - _LOOP_ROOM} {x2},{y2 - _LOOP_ROOM}"
-        parts.append(
-            f'<path class="edge" data-from="{_attr(source[1])}" data-to="{_attr(target[1])}" '
-            f'd="M{x1},{y1} {bend} {x2},{y2}" fill="none" stroke="#555" marker-end="url(#arrow)"/>'
-        )
-    for node in placed:
-        kind, label = node
-        x, y = box(node)
-        fill = "#fde2e1" if node in failed else ("#e3ecfa" if kind == "job" else "#eef7ee")
-        radius = 4 if kind == "job" else 14
-        parts.append(
-            f'<g class="{kind}"><title>{html.escape(label)}</title>'
-            f'<rect x="{x}" y="{y}" width="{_NODE_WIDTH}" height="{_NODE_HEIGHT}" rx="{radius}" fill="{fill}" '
-            f'stroke="#888"/><text x="{x + 8}" y="{y + _NODE_HEIGHT // 2 + 4}">{html.escape(_short(label))}</text>'
-            "</g>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _short(label: str) -> str:
-    """Long paths keep their end, which is the part that tells datasets apart."""
-    return label if len(label) <= _CHARS else "..." + label[-(_CHARS - 3) :]
-
-
-def _attr(text: str) -> str:
-    return html.escape(re.sub(r"\s+", " ", text), quote=True)
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        # JupyterLab 4.1+ draws this MIME type; other front ends fall back to the markdown or the text
+        if not self.runs or notebook_graph.dot_available():
+            return {}
+        return {"text/vnd.mermaid": notebook_graph.mermaid(self.graph())}

@@ -446,14 +446,22 @@ class RunSummary:
     state: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    run_id: str = ""
+    job_namespace: str = ""
+    datasets: tuple[tuple[str, str, str], ...] = ()
+    """``(label, namespace, name)`` of each input and output: the full identity behind a label."""
 
     @classmethod
     def of(cls, event: RunEvent) -> RunSummary:
+        every = [*(event.inputs or ()), *(event.outputs or ())]
         return cls(
             job_name=event.job.name,
             state=event.eventType.value if event.eventType else "",
             inputs=tuple(dataset_label(d.namespace, d.name) for d in event.inputs or ()),
             outputs=tuple(dataset_label(d.namespace, d.name) for d in event.outputs or ()),
+            run_id=str(event.run.runId),
+            job_namespace=event.job.namespace,
+            datasets=tuple(dict.fromkeys((dataset_label(d.namespace, d.name), d.namespace, d.name) for d in every)),
         )
 
 
@@ -468,6 +476,12 @@ _recent_runs: deque[RunSummary] = deque(maxlen=1000)
 def recent_runs() -> list[RunSummary]:
     """The query runs of this process that finished most recently, oldest first (at most 1000)."""
     return list(_recent_runs)
+
+
+def destinations() -> list[str]:
+    """Where the enabled sessions of this process send their events (``http <url>``, ``file <path>``,
+    ``console``, ...), without secrets, each once."""
+    return list(dict.fromkeys(runtime.delivery.destination for runtime in _live_runtimes()))
 
 
 def flush_all(timeout: float) -> None:

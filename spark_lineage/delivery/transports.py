@@ -17,6 +17,7 @@ from urllib.parse import urljoin
 from openlineage.client.transport import get_default_factory
 from openlineage.client.transport.transport import Transport, TransportFactory
 
+from spark_lineage.delivery.console import visible
 from spark_lineage.delivery.kafka import acknowledged
 from spark_lineage.redaction import Redactor
 
@@ -32,8 +33,8 @@ _SECRET = re.compile(r"(?i)secret|password|passwd|token|key|credential|auth|sasl
 def make_transport(settings: dict[str, Any] | None) -> Transport:
     """The transport ``settings`` describe, as the spool sends through it: openlineage-python's transport
     factory, with a ``kafka`` transport that counts an event as sent only once the broker acknowledged it
-    (:mod:`spark_lineage.delivery.kafka`)."""
-    return get_default_factory().create(acknowledged(settings) if settings else settings)
+    (:mod:`spark_lineage.delivery.kafka`), and a ``console`` one that prints (:mod:`spark_lineage.delivery.console`)."""
+    return visible(get_default_factory().create(acknowledged(settings) if settings else settings))
 
 
 class SecretLearningFactory(TransportFactory):
@@ -55,7 +56,10 @@ def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClien
     """The client ``config`` describes, with ``redactor`` knowing every secret of its transport."""
     redactor.learn([os.environ.get("OPENLINEAGE_API_KEY") or ""])  # the OPENLINEAGE_URL shortcut's key
     redactor.learn_from_transport(config.transport or {})
-    return config.create_client(SecretLearningFactory(redactor))
+    client = config.create_client(SecretLearningFactory(redactor))
+    # with nothing configured, openlineage-python makes its console transport without asking the factory
+    client.transport = visible(client.transport)
+    return client
 
 
 def describe(transport: Any) -> tuple[str, dict[str, Any]]:

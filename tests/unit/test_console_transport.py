@@ -1,0 +1,43 @@
+"""The console transport prints one line per event, also when openlineage-python falls back to it."""
+
+from __future__ import annotations
+
+import pytest
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.transport.console import ConsoleTransport
+
+from spark_lineage.config import resolve
+from spark_lineage.delivery.console import PrintingConsoleTransport, summary_line
+from spark_lineage.delivery.transports import create_client, make_transport
+from spark_lineage.redaction import Redactor
+
+EVENT = RunEvent(
+    eventType=RunState.COMPLETE,
+    eventTime="2026-01-01T00:00:00Z",
+    run=Run(runId="019a0000-0000-7000-8000-000000000001"),
+    job=Job(namespace="default", name="app.write"),
+    producer="https://example.com/spark-lineage",
+    inputs=[InputDataset(namespace="file", name="/data/in"), InputDataset(namespace="s3://b", name="k/dims")],
+    outputs=[OutputDataset(namespace="file", name="/data/out")],
+)
+
+
+def test_a_line_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    assert summary_line(EVENT) == (
+        "OpenLineage COMPLETE default/app.write run 019a0000-0000-7000-8000-000000000001: "
+        "/data/in, s3://b/k/dims -> /data/out"
+    )
+    started = RunEvent(eventType=RunState.START, eventTime=EVENT.eventTime, run=EVENT.run, job=EVENT.job, producer="p")
+    assert summary_line(started) == "OpenLineage START default/app.write run 019a0000-0000-7000-8000-000000000001"
+    PrintingConsoleTransport().emit(EVENT)
+    assert capsys.readouterr().out == summary_line(EVENT) + "\n"
+
+
+def test_every_console_transport_prints(monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory) -> None:
+    for name in ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "OPENLINEAGE__TRANSPORT__TYPE", "OPENLINEAGE_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no openlineage.yml
+    fallback = create_client(resolve({}), Redactor()).transport  # nothing configured anywhere
+    assert type(fallback) is PrintingConsoleTransport
+    assert type(make_transport({"type": "console"})) is PrintingConsoleTransport
+    assert isinstance(fallback, ConsoleTransport) and fallback.kind == "console"
