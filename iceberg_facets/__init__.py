@@ -26,6 +26,7 @@ from openlineage.client import OpenLineageClient
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
 from spark_lineage.delivery import create_client, open_spool
+from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor, protect_logs
 
 __all__ = ["ConfigError", "IcebergLineageHandle", "LineageRun", "enable", "run"]
@@ -134,8 +135,7 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
         import pyiceberg  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "iceberg_facets.enable() instruments pyiceberg, which is not installed: "
-            "pip install 'spark-lineage[pyiceberg]'"
+            f"iceberg_facets.enable() instruments pyiceberg, which is not installed: {install_hint('pyiceberg')}"
         ) from None
     job_name = config.app_name or runtime.default_job_name()
     redactor = Redactor(config.redaction_pattern)

@@ -16,10 +16,12 @@ from openlineage.client.facet_v2 import sql_job
 from openlineage.client.serde import Serde
 
 from iceberg_facets import OPTIONS
+from spark_lineage import extras as extras_module
 from spark_lineage._version import SOURCE_REPOSITORY, __version__
 from spark_lineage.config import ConfigError, resolve, resolve_options
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.events import EventBuilder
+from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
 from tests.fixtures.recorded import recorded_session
 from tests.support import validate_event
@@ -49,6 +51,8 @@ def test_the_version_is_one_everywhere() -> None:
     assert "version" in _project()["dynamic"]
     # the installed metadata (an editable install is built once: reinstall after changing the version)
     assert __version__ == top.group(1) == version("spark-lineage")
+    # the README's install line names the wheel a build of this version makes
+    assert f"dist/spark_lineage-{__version__}-py3-none-any.whl[spark]" in (ROOT / "README.md").read_text()
 
 
 def test_the_producer_is_the_source_of_this_release() -> None:
@@ -74,6 +78,20 @@ def test_a_configured_producer_names_every_event_and_facet_of_this_library() -> 
     assert sent["job"]["facets"]["sql"]["_producer"] == "https://example.com/other"
     # the default leaves the JSON as openlineage-python writes it
     assert to_payload(event).json == to_payload(event, producer=PRODUCER).json == Serde.to_json(event)
+
+
+@pytest.mark.parametrize("extra", ["spark", "kafka", "pyiceberg", "delta"])
+def test_what_to_install_for_an_extra_is_its_packages(extra: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages that say what is missing name the extra's packages, which install however spark-lineage was
+    installed (``spark-lineage[kafka]`` needs a package index that has spark-lineage)."""
+    # the metadata a build of this pyproject.toml has (an editable install's is as old as the install)
+    extras = _project()["optional-dependencies"]
+    metadata = [f'{requirement}; extra == "{name}"' for name, listed in extras.items() for requirement in listed]
+    monkeypatch.setattr(extras_module, "requires", lambda name: [*_project()["dependencies"], *metadata])
+    hint = install_hint(extra)
+    assert hint.startswith("pip install '") and hint.endswith(f'(spark-lineage\'s "{extra}" extra)')
+    assert re.findall(r"'([^']+)'", hint.partition(" (")[0]) == extras[extra]
+    assert install_hint("none-such") == "pip install '.[none-such]' from a clone of spark-lineage"
 
 
 def test_the_producer_setting_is_an_absolute_uri() -> None:
