@@ -19,10 +19,13 @@ from iceberg_facets import OPTIONS
 from spark_lineage import extras as extras_module
 from spark_lineage._version import SOURCE_REPOSITORY, __version__
 from spark_lineage.config import ConfigError, resolve, resolve_options
+from spark_lineage.delivery import Delivery, Spool, create_client
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.events import EventBuilder
 from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
+from spark_lineage.redaction import Redactor
+from spark_lineage.worker import ErrorLog
 from tests.fixtures.recorded import recorded_session
 from tests.support import validate_event
 
@@ -78,6 +81,19 @@ def test_a_configured_producer_names_every_event_and_facet_of_this_library() -> 
     assert sent["job"]["facets"]["sql"]["_producer"] == "https://example.com/other"
     # the default leaves the JSON as openlineage-python writes it
     assert to_payload(event).json == to_payload(event, producer=PRODUCER).json == Serde.to_json(event)
+
+
+def test_the_configured_producer_is_what_delivery_sends(tmp_path: Path) -> None:
+    mine = "https://git.example.com/data-platform/spark-lineage-fork"
+    events = tmp_path / "events.jsonl"
+    overrides = {"python": {"producer": mine}, "transport": {"type": "file", "location": str(events)}}
+    config = resolve({}, overrides)
+    delivery = Delivery(create_client(config, Redactor()), Spool(None, 1 << 20), ErrorLog(), Redactor(), producer=mine)
+    delivery.submit(_application_start(**overrides))
+    assert delivery.close(10)
+    (sent,) = [json.loads(line) for line in events.read_text().splitlines()]
+    assert sent["producer"] == mine
+    assert sent["run"]["facets"]["spark_applicationDetails"]["_producer"] == mine
 
 
 @pytest.mark.parametrize("extra", ["spark", "kafka", "pyiceberg", "delta"])
