@@ -26,6 +26,7 @@ from openlineage.client import OpenLineageClient
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
 from spark_lineage.delivery import create_client, open_spool
+from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor, protect_logs
 
 __all__ = ["ConfigError", "IcebergLineageHandle", "LineageRun", "enable", "run"]
@@ -50,6 +51,7 @@ OPTIONS = {
     "spool_dir": "python.spool.dir",
     "spool_disabled": "python.spool.disabled",
     "spool_max_bytes": "python.spool.maxBytes",
+    "producer": "python.producer",
 }
 """``enable()`` options and the ``spark.openlineage.*`` key each one means on the Spark side."""
 SPOOL_DIR_OPTION = "iceberg_facets.enable() option spool_dir"
@@ -105,8 +107,8 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     - ``transport``, ``disabled``, ``disabled_facets``, ``append_dataset_name``, ``parent_job_namespace`` /
       ``parent_job_name`` / ``parent_run_id`` (and ``root_parent_*``), ``queue_size`` (events waiting, 1000),
       ``shutdown_timeout`` (seconds to deliver at exit, 10), ``spool_dir`` (default
-      ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory), ``spool_disabled``, ``spool_max_bytes``:
-      as ``spark.openlineage.*`` means them on Spark;
+      ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory), ``spool_disabled``, ``spool_max_bytes``,
+      ``producer``: as ``spark.openlineage.*`` means them on Spark;
     - ``delivery``: ``"process"`` (default) builds, spools and sends events in a helper process, so that their
       Python work never competes with the job's threads for the GIL; ``"thread"`` does it in a thread of this
       process. A passed ``client`` is always used from a thread here, its transport sending.
@@ -133,8 +135,7 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
         import pyiceberg  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "iceberg_facets.enable() instruments pyiceberg, which is not installed: "
-            "pip install 'spark-lineage[pyiceberg]'"
+            f"iceberg_facets.enable() instruments pyiceberg, which is not installed: {install_hint('pyiceberg')}"
         ) from None
     job_name = config.app_name or runtime.default_job_name()
     redactor = Redactor(config.redaction_pattern)

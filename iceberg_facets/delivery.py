@@ -64,14 +64,15 @@ def open_delivery(
     process lives."""
     client = client or create_client(config, redactor)
     try:
-        return Delivery(client, open_spool(config), errors, redactor, label="iceberg_facets")
+        return Delivery(client, open_spool(config), errors, redactor, "iceberg_facets", config.producer)
     except (ConfigError, OSError, sqlite3.Error) as error:
         log.warning(
             "iceberg_facets: cannot use the lineage spool (%r); events are held in memory until sent, and lost "
             "if the process ends first",
             error,
         )
-        return Delivery(client, Spool(None, config.spool_max_bytes), errors, redactor, label="iceberg_facets")
+        memory = Spool(None, config.spool_max_bytes)
+        return Delivery(client, memory, errors, redactor, "iceberg_facets", config.producer)
 
 
 class RunAssembler:

@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import pyspark  # noqa: F401
         except ImportError:
-            print("spark-lineage demo needs PySpark: pip install 'spark-lineage[spark]'", file=sys.stderr)
+            from spark_lineage.extras import install_hint
+
+            print(f"spark-lineage demo needs PySpark: {install_hint('spark')}", file=sys.stderr)
             return 2
         try:
             events_file = run_pipeline(args.dir.resolve())

@@ -31,6 +31,7 @@ from spark_lineage.config import keys as config_keys
 from spark_lineage.config import transports
 from spark_lineage.delivery import create_client
 from spark_lineage.delivery.transports import NO_RETRIES, leave_retries_to_the_spool
+from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
 from spark_lineage.redaction import Redactor, protect_logs
 
@@ -514,7 +515,7 @@ def _check_kafka(transport: Any, keys: _Keys) -> Finding:
         return Finding(
             PROBLEM,
             f"backend: kafka {servers} cannot be checked: confluent-kafka is not installed here, and the kafka "
-            "transport needs it (pip install 'spark-lineage[kafka]')",
+            f"transport needs it ({install_hint('kafka')})",
         )
     errors: list[str] = []
     silent = logging.getLogger("spark_lineage.doctor.librdkafka")

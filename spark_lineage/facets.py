@@ -16,10 +16,12 @@ import attr
 from openlineage.client.facet_v2 import catalog_dataset
 from openlineage.client.generated.base import RunFacet
 
-from spark_lineage._version import __version__
+from spark_lineage._version import SOURCE_REPOSITORY, __version__
 
-PRODUCER = f"https://pypi.org/project/spark-lineage/{__version__}"
-"""Identifies this library in every event's ``producer`` and every facet's ``_producer``."""
+PRODUCER = f"{SOURCE_REPOSITORY}/tree/{__version__}"
+"""Identifies this library in every event's ``producer`` and every facet's ``_producer``: the source of this
+release (its tag), as OpenLineage's own integrations name theirs. ``spark.openlineage.python.producer``
+replaces it in what is sent (see :func:`spark_lineage.delivery.payloads.to_payload`)."""
 
 _RUN_FACET_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,17 @@ def _run_id(key: str, value: Any) -> str | None:
     return _uuid(key, value) if optional_text(value) else None
 
 
+def _uri(key: str, value: Any) -> str | None:
+    """An absolute URI (scheme and more), as OpenLineage's schema requires of a ``producer``; unset: ``None``."""
+    uri = (optional_text(value) or "").strip()
+    if not uri:
+        return None
+    parsed = urllib.parse.urlsplit(uri)
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parsed.scheme) or not (parsed.netloc or parsed.path):
+        raise ConfigError(f"{key}={value!r} is not valid; accepted values: an absolute URI (https://...).")
+    return uri
+
+
 def _simple_class_names(key: str, value: Any) -> frozenset[str]:
     """Plan node classes, as openlineage-spark names them (fully qualified), or by their simple names: the
     capture sees a node's simple name."""
@@ -78,6 +90,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("python.spool.dir", "spool_dir", _text, None),
     Key("python.spool.disabled", "spool_disabled", boolean, False),
     Key("python.spool.maxBytes", "spool_max_bytes", _at_least(1), 256 * 1024 * 1024),
+    Key("python.producer", "producer", _uri, None),
 )
 COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("columnLineage.datasetLineageEnabled", "dataset_lineage", boolean, True),

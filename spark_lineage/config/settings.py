@@ -150,6 +150,10 @@ class LineageConfig:
     """``python.spool.maxBytes``: when full, the oldest query-run events are dropped first."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
+    producer: str | None = None
+    """``python.producer``: the URI events and this library's facets name as their producer instead of
+    :data:`spark_lineage.facets.PRODUCER` (e.g. a fork's repository, or a platform's own build); ``None`` keeps
+    the default."""
     redaction_pattern: str | None = None
     """``spark.redaction.regex`` as the session has it: what else, beyond Spark's defaults, counts as secret."""
     unknown_keys: tuple[str, ...] = ()

@@ -71,9 +71,12 @@ class Delivery:
         errors: ErrorLog,
         redactor: Redactor,
         label: str = "spark_lineage",
+        producer: str | None = None,
     ) -> None:
-        """``label`` starts the log lines (the library the user turned on)."""
+        """``label`` starts the log lines (the library the user turned on); ``producer`` (the
+        ``python.producer`` setting) replaces the default producer in every event (see :func:`to_payload`)."""
         self.client = client
+        self.producer = producer
         self.spool = spool
         self.redactor = redactor
         self.label = label
@@ -96,7 +99,7 @@ class Delivery:
             prepared = prepare(self.client, event)
             if prepared is None:
                 return
-            payload = to_payload(prepared, self.redactor)
+            payload = to_payload(prepared, self.redactor, self.producer)
             dropped = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
             self._errors.report("spooling an event", error)

@@ -29,6 +29,8 @@ from typing import Any
 import attr
 from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
+from spark_lineage.extras import install_hint
+
 DEFAULT_TIMEOUT_SECONDS = 5.0
 TRANSPORT_CLASS = f"{__name__}.AcknowledgedKafkaTransport"
 """How openlineage-python's transport factory finds this transport (a dotted class path is a transport type)."""
@@ -66,9 +68,7 @@ class AcknowledgedKafkaTransport(KafkaTransport):
         try:
             import confluent_kafka  # noqa: F401
         except ImportError:
-            raise ModuleNotFoundError(
-                "the kafka transport needs confluent-kafka: pip install 'spark-lineage[kafka]' (or confluent-kafka)"
-            ) from None
+            raise ModuleNotFoundError(f"the kafka transport needs confluent-kafka: {install_hint('kafka')}") from None
         callbacks = self._librdkafka
         super()._setup_producer({"logger": callbacks, **config, "error_cb": callbacks.error})
         if self.producer is not None:

@@ -25,6 +25,7 @@ from openlineage.client.event_v2 import (
 )
 from openlineage.client.serde import Serde
 
+from spark_lineage.facets import PRODUCER
 from spark_lineage.redaction import Redactor
 
 Event = Union[RunEvent, DatasetEvent, JobEvent]
@@ -43,10 +44,18 @@ class Payload:
     """An application run's event (``jobType`` APPLICATION): kept when a full spool drops query events."""
 
 
-def to_payload(event: Event, redactor: Redactor | None = None) -> Payload:
+def to_payload(event: Event, redactor: Redactor | None = None, producer: str | None = None) -> Payload:
     """``event`` as the spool stores it; with ``redactor``, without any secret (see
-    :mod:`spark_lineage.redaction`: the spool on disk never holds one either)."""
+    :mod:`spark_lineage.redaction`: the spool on disk never holds one either); with ``producer`` (the
+    ``python.producer`` setting), naming it wherever it names :data:`~spark_lineage.facets.PRODUCER`.
+
+    The producer is put in here, on the JSON, because every event of both engines passes here once: the events
+    and facets are built with the default, in many places (the plan handlers, ``iceberg_facets``), and
+    handing the setting to each would thread it through every builder for one string. Facets that another
+    producer made (openlineage-python's own) keep their producer."""
     text = Serde.to_json(event)
+    if producer is not None and producer != PRODUCER:
+        text = json.dumps(_with_producer(json.loads(text), producer), sort_keys=True)
     if redactor is not None and redactor.needs_redaction(text):
         text = json.dumps(redactor.document(json.loads(text)), sort_keys=True)
     job = getattr(event, "job", None)
@@ -55,6 +64,18 @@ def to_payload(event: Event, redactor: Redactor | None = None) -> Payload:
     job_type = facet.get("jobType") if isinstance(facet, Mapping) else getattr(facet, "jobType", None)
     name = f"{job.namespace}/{job.name}" if job is not None else "/"
     return Payload(text, run.runId if run is not None else "", name, job_type == APPLICATION_JOB_TYPE)
+
+
+def _with_producer(document: Any, producer: str) -> Any:
+    """``document`` with ``producer`` for every ``producer`` / ``_producer`` that is :data:`PRODUCER`."""
+    if isinstance(document, dict):
+        return {
+            key: producer if key in ("producer", "_producer") and value == PRODUCER else _with_producer(value, producer)
+            for key, value in document.items()
+        }
+    if isinstance(document, list):
+        return [_with_producer(value, producer) for value in document]
+    return document
 
 
 def from_payload(text: str) -> Event:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from spark_lineage import naming
+from spark_lineage.extras import install_hint
 from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
 from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
 from spark_lineage.handlers.registry import register
@@ -115,7 +116,7 @@ def _parsed_read(url: str, sql: str, properties: Mapping[str, str], schema: list
     try:
         from openlineage_sql import parse
     except ImportError:
-        return _JdbcRead(error="reading a JDBC query needs openlineage-sql (pip install 'spark-lineage[spark]')")
+        return _JdbcRead(error=f"reading a JDBC query needs openlineage-sql ({install_hint('spark')})")
     found = _SUBPROTOCOL.match(url)
     try:
         meta = parse([sql], dialect=found.group(1) if found else None)

@@ -15,6 +15,7 @@ from openlineage.client.serde import Serde
 from spark_lineage.analysis import analyze
 from spark_lineage.config import ColumnLineageConfig, LineageConfig, resolve
 from spark_lineage.events import EventBuilder
+from spark_lineage.extras import install_hint
 from spark_lineage.lineage import AnalysisContext, ColumnSource, QueryLineage
 from spark_lineage.plan import SessionInfo
 from tests.fixtures.recorded import recorded_query, recorded_session
@@ -255,4 +256,5 @@ def test_without_the_sql_parser_a_jdbc_query_says_what_to_install(monkeypatch: p
     finally:
         jdbc._jdbc_read.cache_clear()
     assert lineage.inputs == [] and lineage.outputs
-    assert lineage.errors == ["reading a JDBC query needs openlineage-sql (pip install 'spark-lineage[spark]')"]
+    assert lineage.errors == [f"reading a JDBC query needs openlineage-sql ({install_hint('spark')})"]
+    assert "'openlineage-sql>=" in lineage.errors[0]

@@ -6,6 +6,7 @@ the same against a real broker)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
 from spark_lineage.delivery.transports import describe, make_transport
+from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
 from tests.support import free_port
@@ -129,7 +131,7 @@ def test_spark_confs_reach_the_producer_unchanged(stand_in: type[StandInProducer
 def test_without_confluent_kafka_enable_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # import confluent_kafka raises ImportError
     config = resolve({}, {"transport": {"type": "kafka", "topicName": "t", "properties": {"bootstrap.servers": "b:1"}}})
-    with pytest.raises(ConfigError, match=r"needs confluent-kafka: pip install 'spark-lineage\[kafka\]'"):
+    with pytest.raises(ConfigError, match=re.escape(f"needs confluent-kafka: {install_hint('kafka')}")):
         create_client(config, Redactor())
 
 

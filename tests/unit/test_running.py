@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from openlineage.client.serde import Serde
 
+from spark_lineage._version import __version__
 from spark_lineage.analysis import analyze
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder, running_moments
@@ -114,7 +115,7 @@ def test_a_query_run_has_a_running_event_per_job_with_its_details(version: str) 
     }
     assert {k: v for k, v in details[3].items() if not k.startswith("_")} == {"jobId": 7}
     assert details[1]["_schemaURL"] == "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunFacet"
-    assert details[1]["_producer"].startswith("https://pypi.org/project/spark-lineage/")
+    assert details[1]["_producer"] == f"https://github.com/spark-lineage/spark-lineage/tree/{__version__}"
     # The first job's end is when the outputs' statistics are known; each RUNNING names the run's datasets.
     assert documents[2]["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 3
     assert "outputStatistics" not in (documents[1]["outputs"][0].get("outputFacets") or {})
