@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,28 +25,48 @@ from referencing.jsonschema import DRAFT202012
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+# The pinned copy of the schemas the tests validate against; scripts/vendor-openlineage-spec refreshes it.
+VENDORED_SPEC = Path(__file__).resolve().parent / "openlineage_spec"
 
 
 def spec_dir() -> Path:
-    """Where the published OpenLineage JSON Schemas are: $OPENLINEAGE_SPEC_DIR, else ../shared/openlineage-spec."""
+    """Where the published OpenLineage JSON Schemas are: $OPENLINEAGE_SPEC_DIR (to try other schemas), else the
+    copy vendored in tests/openlineage_spec (pinned; see its README.md), else ../shared/openlineage-spec, a
+    folder of every published schema that only a checkout without the vendored copy should need."""
     configured = os.environ.get("OPENLINEAGE_SPEC_DIR")
-    path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "openlineage-spec"
-    if not (path / "2-0-2" / "OpenLineage.json").is_file():
-        raise RuntimeError(
-            f"OpenLineage JSON Schemas not found at {path}: every emitted event is validated against them. "
-            "Set OPENLINEAGE_SPEC_DIR to a folder holding 2-0-2/OpenLineage.json and facets/."
-        )
-    return path
+    fallback = REPO_ROOT.parent / "shared" / "openlineage-spec"
+    candidates = [Path(configured)] if configured else [VENDORED_SPEC, fallback]
+    for path in candidates:
+        if (path / "2-0-2" / "OpenLineage.json").is_file():
+            return path
+    raise RuntimeError(
+        f"OpenLineage JSON Schemas not found at {' or '.join(map(str, candidates))}: every emitted event is "
+        "validated against them. Set OPENLINEAGE_SPEC_DIR to a folder holding 2-0-2/OpenLineage.json and facets/."
+    )
 
 
-@lru_cache(maxsize=1)
-def _registry() -> Registry:
-    resources = []
-    for file in spec_dir().rglob("*.json"):
+@cache
+def schemas_in(directory: Path) -> dict[str, dict[str, Any]]:
+    """The JSON Schemas of a folder of OpenLineage schemas, by ``$id`` (the URL a ``_schemaURL`` names)."""
+    schemas = {}
+    for file in sorted(directory.rglob("*.json")):
         document = json.loads(file.read_text())
         if isinstance(document, dict) and "$id" in document:
-            resources.append((document["$id"], Resource.from_contents(document, default_specification=DRAFT202012)))
-    return Registry().with_resources(resources)
+            schemas[document["$id"]] = document
+    return schemas
+
+
+@cache
+def schema_registry(directory: Path) -> Registry:
+    """Every schema of ``directory``, for ``$ref``s across documents to resolve without the network."""
+    return Registry().with_resources(
+        (schema_id, Resource.from_contents(document, default_specification=DRAFT202012))
+        for schema_id, document in schemas_in(directory).items()
+    )
+
+
+def _registry() -> Registry:
+    return schema_registry(spec_dir())
 
 
 def _validator_for(uri: str) -> jsonschema.Draft202012Validator:
@@ -56,7 +76,7 @@ def _validator_for(uri: str) -> jsonschema.Draft202012Validator:
 def validate_event(event: dict[str, Any]) -> None:
     """Validate a run event against the core schema, and every facet against the schema its _schemaURL names."""
     _validator_for(RUN_EVENT_SCHEMA).validate(event)
-    for where, facets in _facet_groups(event):
+    for where, facets in facet_groups(event):
         for name, facet in facets.items():
             url = facet.get("_schemaURL")
             assert url, f"{where}.{name} has no _schemaURL"
@@ -66,17 +86,12 @@ def validate_event(event: dict[str, Any]) -> None:
             _validator_for(target).validate(facet if "#" in url else {name: facet})
 
 
-@lru_cache(maxsize=1)
 def _known_ids() -> frozenset[str]:
-    ids = set()
-    for file in spec_dir().rglob("*.json"):
-        document = json.loads(file.read_text())
-        if isinstance(document, dict) and "$id" in document:
-            ids.add(document["$id"])
-    return frozenset(ids)
+    return frozenset(schemas_in(spec_dir()))
 
 
-def _facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Where facets sit in a run event, each place with its facets by name."""
     yield "run.facets", event["run"].get("facets") or {}
     yield "job.facets", event["job"].get("facets") or {}
     for kind, facet_keys in (("inputs", ("facets", "inputFacets")), ("outputs", ("facets", "outputFacets"))):
