@@ -119,7 +119,10 @@ def _session_created(session: Any) -> None:
         from spark_lineage.activation import session_created
 
         session_created(session)
-    except Exception:  # never fail the user's SparkSession
+    except Exception as error:  # never fail the user's SparkSession
         import logging
 
-        logging.getLogger("spark_lineage").warning("spark_lineage: could not turn lineage on", exc_info=True)
+        # One line in the job's log; the traceback is for whoever turns DEBUG on.
+        log = logging.getLogger("spark_lineage")
+        log.warning("spark_lineage: could not turn lineage on: %s: %s", type(error).__name__, error)
+        log.debug("spark_lineage: could not turn lineage on", exc_info=True)
