@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from spark_lineage.worker import ErrorLog
+from spark_lineage.worker import ErrorLog, problem
 
 LOG_LEVEL_ENV = "SPARK_LINEAGE_LOG_LEVEL"
 """``DEBUG``, ``INFO`` (the default for configuration-driven lineage), ``WARNING``, ``ERROR`` or ``OFF``."""
@@ -56,10 +56,24 @@ class _DuringSends(logging.Filter):
         if errors is None or record.levelno < logging.WARNING:
             return True
         destination = getattr(_state, "destination", "the backend")
-        kind = f"{record.name} while sending: {record.msg}"  # the unformatted message: one kind per call site
-        errors.report(kind, message=f"sending to {destination}: {record.name}: {_first_line(record.getMessage())}")
+        said = _first_line(_in_few_words(record))
+        # One kind per call site and problem (a composite's child that is down is one kind, however many events).
+        errors.report(
+            f"{record.name} while sending: {said}", message=f"sending to {destination}: {record.name}: {said}"
+        )
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def _in_few_words(record: logging.LogRecord) -> str:
+    """The record's message, with each exception among its arguments said as :func:`problem` says it."""
+    if not isinstance(record.args, tuple) or not any(isinstance(arg, BaseException) for arg in record.args):
+        return record.getMessage()
+    args = tuple(problem(arg) if isinstance(arg, BaseException) else arg for arg in record.args)
+    try:
+        return str(record.msg) % args
+    except (TypeError, ValueError):
+        return record.getMessage()
 
 
 def _first_line(text: str) -> str:

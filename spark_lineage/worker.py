@@ -89,6 +89,33 @@ def one_line(error: BaseException | None) -> str:
     return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
 
 
+def problem(error: BaseException) -> str:
+    """What went wrong with a send, in a few words: ``connection refused``, ``timed out``, ``HTTP 503``..."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for link in chain:
+        if isinstance(link, ConnectionRefusedError) or "connection refused" in str(link).lower():
+            return "connection refused"
+    for link in chain:
+        text = str(link)
+        if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo failed" in text:
+            return "unknown host"
+    if any(timed_out(link) for link in chain):
+        return "timed out"
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return f"HTTP {status}"
+    return one_line(error)
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether the backend did not answer in time (requests' and the standard library's timeouts alike)."""
+    return isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
+
+
 def yield_cpu_to_the_job() -> None:
     """Lower this thread's scheduling priority where the OS allows it per thread (Linux), so that on a busy
     driver the job's own threads run first and lineage work takes the idle time."""

@@ -26,7 +26,7 @@ from typing import Any
 from spark_lineage import logs
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.worker import ErrorLog, one_line, yield_cpu_to_the_job
+from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
 
@@ -156,7 +156,7 @@ class Sender:
                     self.transport.emit(from_payload(item.payload))
             except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
                 self.spool.release([rest.id for rest in batch[index:]], attempted=[item.id])
-                if _timed_out(error):
+                if timed_out(error):
                     self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
                 self._failed(error)
                 break
@@ -189,30 +189,3 @@ def kept(spool: Spool) -> str:
         f"they wait in the spool at {spool.path} and are sent when the backend answers again, "
         f"or with: spark-lineage replay --spool {spool.path}"
     )
-
-
-def problem(error: BaseException) -> str:
-    """What went wrong with a send, in a few words: ``connection refused``, ``timed out``, ``HTTP 503``..."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in chain and len(chain) < 10:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    for link in chain:
-        if isinstance(link, ConnectionRefusedError) or "connection refused" in str(link).lower():
-            return "connection refused"
-    for link in chain:
-        text = str(link)
-        if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo failed" in text:
-            return "unknown host"
-    if any(_timed_out(link) for link in chain):
-        return "timed out"
-    status = getattr(getattr(error, "response", None), "status_code", None)
-    if isinstance(status, int):
-        return f"HTTP {status}"
-    return one_line(error)
-
-
-def _timed_out(error: BaseException) -> bool:
-    """Whether the backend did not answer in time (requests' and the standard library's timeouts alike)."""
-    return isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
