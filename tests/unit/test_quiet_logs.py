@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import requests
 from openlineage.client import OpenLineageClient
 from openlineage.client.transport import get_default_factory
 
@@ -19,7 +20,7 @@ from spark_lineage.config import resolve
 from spark_lineage.delivery import Delivery, Spool, create_client
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor, protect_logs
-from spark_lineage.worker import ErrorLog
+from spark_lineage.worker import ErrorLog, problem
 from tests.support import REPO_ROOT, free_port, minimal_run_event
 
 EVENTS = 12
@@ -212,3 +213,31 @@ def test_the_redaction_applies_to_the_lines_said_once(caplog: pytest.LogCaptureF
     assert caplog.records
     for record in caplog.records:
         assert secret not in _printed(record)
+
+
+def _chained(outer: BaseException, inner: BaseException) -> BaseException:
+    outer.__cause__ = inner
+    return outer
+
+
+def _http_error(status: int) -> BaseException:
+    response = requests.Response()
+    response.status_code = status
+    return requests.HTTPError(f"{status} Server Error", response=response)
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            _chained(requests.ConnectionError("Max retries exceeded"), ConnectionRefusedError(111, "refused")),
+            "connection refused",
+        ),
+        (requests.ReadTimeout("read timed out"), "timed out"),
+        (_http_error(503), "HTTP 503"),
+        (_chained(requests.ConnectionError("x"), OSError("[Errno -2] Name or service not known")), "unknown host"),
+        (RuntimeError("the broker said no\nand more"), "RuntimeError: the broker said no"),
+    ],
+)
+def test_a_failed_send_is_said_in_a_few_words(error: BaseException, said: str) -> None:
+    assert problem(error) == said
