@@ -61,7 +61,7 @@ class ErrorLog:
             if first:
                 log.warning("%s (repeats are counted; details at DEBUG)", text)
             elif remind:
-                log.warning("%s (%d times since the last mention, %d in all)", text, count - said, count)
+                log.warning("%s (%d more failures since the last mention, %d in all)", text, count - said, count)
             log.debug("%s: %s failed (%d)", self._prefix, kind, count, exc_info=error)
         except Exception:  # noqa: BLE001 - logging itself must not fail the caller
             pass

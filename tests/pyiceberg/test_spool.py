@@ -148,12 +148,15 @@ def test_a_script_against_a_dead_backend_ends_within_its_shutdown_timeout_and_re
     assert f"http://127.0.0.1:{port}/api/v1/lineage" in undelivered_line(stderr, 6, spool)
     # Quiet: the dead backend is one line when first found and one count at the end, no traceback.
     assert "Traceback" not in stderr, stderr
+    first, *_ = stderr.splitlines()
+    waiting = first.split()[1]  # as many as were spooled when the first send failed
     assert stderr.splitlines() == [
-        f"iceberg_facets: lineage events not delivered to http http://127.0.0.1:{port}/api/v1/lineage (connection "
-        f"refused); they wait in the spool at {spool} and are sent when the backend answers again, or with: "
-        f"spark-lineage replay --spool {spool} (repeats are counted; details at DEBUG)",
+        f"iceberg_facets: {waiting} lineage events not delivered to http http://127.0.0.1:{port}/api/v1/lineage "
+        f"(connection refused); they wait in the spool at {spool} and are sent when the backend answers again, "
+        f"or with: spark-lineage replay --spool {spool} (repeats are counted; details at DEBUG)",
         undelivered_line(stderr, 6, spool),
     ]
+    assert waiting.isdigit() and 1 <= int(waiting) <= 6, first
 
     receiver, printed = replayed(port, spool)
     assert printed.strip() == f"spark-lineage replay: 6 of 6 events delivered from {spool}"
