@@ -244,3 +244,20 @@ def _http_error(status: int) -> BaseException:
 )
 def test_a_failed_send_is_said_in_a_few_words(error: BaseException, said: str) -> None:
     assert problem(error) == said
+
+
+def test_lineage_that_cannot_turn_on_is_one_line_with_the_traceback_at_debug(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from spark_lineage import _autoload, activation
+
+    def broken(session: object) -> None:
+        raise RuntimeError("the JVM went away\nwith more lines")
+
+    monkeypatch.setattr(activation, "session_created", broken)
+    with caplog.at_level(logging.DEBUG, logger="spark_lineage"):
+        _autoload._session_created(object())  # never raises into the user's SparkSession
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert _printed(warning) == "spark_lineage: could not turn lineage on: RuntimeError: the JVM went away"
+    (detail,) = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert "Traceback (most recent call last)" in _printed(detail)
