@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from spark_lineage.config import ConfigError
 from spark_lineage.delivery.payloads import Event, to_payload
-from spark_lineage.delivery.sender import Sender
+from spark_lineage.delivery.sender import Sender, lineage_events
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
 from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
 from spark_lineage.redaction import Redactor
@@ -142,9 +142,9 @@ class Delivery:
                 # No "OPENLINEAGE_API_KEY=<key>" here: the log redaction would take "<key>" for a secret value.
                 api_key = ", with the api key in $OPENLINEAGE_API_KEY" if self._needs_api_key else ""
                 log.warning(
-                    "%s: %d lineage events (jobs %s) could not be delivered to %s%s and wait in %s; %s",
+                    "%s: %s (jobs %s) could not be delivered to %s%s and wait in %s; %s",
                     self.label,
-                    left.count,
+                    lineage_events(left.count),
                     jobs,
                     self.destination,
                     problem,

@@ -175,19 +175,23 @@ class Sender:
         self._errors.report(
             f"delivering to {self.destination}: {self.problem}",
             error,
-            message=f"{self._waiting()}lineage events not delivered to {self.destination} ({self.problem}); "
-            + kept(self.spool),
+            message=f"{self._waiting()}not delivered to {self.destination} ({self.problem}); " + kept(self.spool),
         )
         with self._progress:
             self._progress.notify_all()
 
     def _waiting(self) -> str:
-        """``"<n> "``: how many events wait for this destination now (a failure is at most one every few
+        """``"<n> lineage events "``: how many events wait for this destination now (a failure is at most one every few
         seconds, once the backoff has grown, so counting them costs nothing to speak of)."""
         try:
-            return f"{self.spool.pending(self.destination).count} "
+            return lineage_events(self.spool.pending(self.destination).count) + " "
         except Exception:  # noqa: BLE001 - the spool itself may be what failed
-            return ""
+            return "lineage events "
+
+
+def lineage_events(count: int) -> str:
+    """``1 lineage event``, ``2 lineage events``."""
+    return f"{count} lineage event{'' if count == 1 else 's'}"
 
 
 def kept(spool: Spool) -> str:
