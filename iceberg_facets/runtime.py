@@ -28,6 +28,7 @@ from iceberg_facets.delivery import DeliverySettings, ItemDelivery, ProcessDeliv
 from iceberg_facets.events import RunIdentity
 from iceberg_facets.items import Committed, Item, RunEnded, RunStarted, Scanned, TableChanged
 from spark_lineage.config import LineageConfig, ParentJob
+from spark_lineage.delivery import undelivered
 from spark_lineage.events import new_run_id
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -217,6 +218,7 @@ class IcebergLineage:
                 self.worker.dropped - dropped,
                 timeout or 0.0,
             )
+        self.errors.summarize(skip=undelivered)
         return handed_over and delivered
 
 

@@ -119,7 +119,15 @@ def _session_created(session: Any) -> None:
         from spark_lineage.activation import session_created
 
         session_created(session)
-    except Exception:  # never fail the user's SparkSession
-        import logging
+    except Exception as error:  # noqa: BLE001 - never fail the user's SparkSession
+        try:
+            import logging
 
-        logging.getLogger("spark_lineage").warning("spark_lineage: could not turn lineage on", exc_info=True)
+            from spark_lineage.worker import one_line
+
+            # One line in the job's log; the traceback is for whoever turns DEBUG on.
+            log = logging.getLogger("spark_lineage")
+            log.warning("spark_lineage: could not turn lineage on: %s", one_line(error))
+            log.debug("spark_lineage: could not turn lineage on", exc_info=True)
+        except Exception:  # noqa: BLE001 - not even saying so may fail the session
+            pass

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage import config as config_module
+from spark_lineage import logs
 from spark_lineage.config import ConfigError, SparkConnectNotSupportedError
 from spark_lineage.jvm import JvmBridge
 from spark_lineage.redaction import Redactor, protect_logs, rules_for
@@ -49,6 +50,7 @@ def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> LineageHan
             "running session (SparkSession.builder.getOrCreate() makes a new one)"
         )
     _protect_logs_before_reading_confs(bridge)
+    logs.show_on_stderr(None)  # only with $SPARK_LINEAGE_LOG_LEVEL: a program calling enable() owns its logging
     return _start(bridge, overrides)
 
 
@@ -77,7 +79,10 @@ def session_created(spark: SparkSession) -> None:
             java_agent = config_module.java_agent_configured(conf)
             log.log(logging.WARNING if java_agent else logging.DEBUG, "spark_lineage: off: %s", decision.reason)
             return
-        log.info("spark_lineage: on: %s", decision.reason)
+        # A job turned on by configuration alone configures no logging: the line saying where lineage goes
+        # (logged once it is on) must still be seen.
+        logs.show_on_stderr("INFO")
+        log.debug("spark_lineage: on: %s", decision.reason)
     try:
         _start(bridge, {}, conf)
     except ConfigError as error:

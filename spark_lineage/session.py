@@ -29,7 +29,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 
 from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
-from spark_lineage.delivery import Delivery, open_spool
+from spark_lineage.delivery import Delivery, open_spool, undelivered
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import LOGICAL_PLAN_FACET
 from spark_lineage.handlers.rdd import rdd_job_lineage
@@ -188,6 +188,14 @@ class LineageRuntime:
         self.delivery.submit(self.events.application_event(RunState.START, self.started_ms))
         self.bridge.register_listener(self.listener)
         self.active = True
+        # The one line that says lineage is on and where it goes (no secret: the destination has none, and
+        # the log redaction applies anyway).
+        log.info(
+            "spark_lineage: lineage on for application %s (namespace %s); %s",
+            self.events.app_job_name,
+            self.config.namespace,
+            self.delivery.description(),
+        )
         try:
             self.bridge.register_stream_listener(self.stream_listener)
         except Exception as exc:  # noqa: BLE001 - batch lineage without streaming beats no lineage
@@ -260,6 +268,7 @@ class LineageRuntime:
         lost = self.analysis_worker.dropped + self.stream_worker.dropped
         if lost:
             log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
+        self.errors.summarize(skip=undelivered)
         try:
             self.client.close(max(deadline.seconds() or 0.0, 0.0))
         except Exception as exc:  # noqa: BLE001

@@ -19,29 +19,101 @@ _WORKER_NICENESS = 10
 _STOP = object()
 
 
-class ErrorLog:
-    """Logs the first error of each kind with its traceback, counts the rest, and never raises."""
+REMINDER_SECONDS = 300.0
+"""How often, at most, a kind of error that keeps happening is mentioned again at WARNING, with its count."""
 
-    def __init__(self, prefix: str = "spark_lineage") -> None:
+
+class ErrorLog:
+    """Reports errors once per kind: the first at WARNING, in one line; every one at DEBUG with its traceback.
+
+    A kind that keeps happening is mentioned again at most every :data:`REMINDER_SECONDS`, with how many times
+    it happened since; :meth:`summarize` says what was not mentioned yet (at shutdown). A job's log must not
+    fill with one traceback per event when a backend is down, yet a traceback is one ``DEBUG`` away.
+    Never raises."""
+
+    def __init__(
+        self,
+        prefix: str = "spark_lineage",
+        clock: Callable[[], float] = time.monotonic,
+        reminder_seconds: float = REMINDER_SECONDS,
+    ) -> None:
         self._prefix = prefix
+        self._clock = clock
+        self._reminder_seconds = reminder_seconds
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
+        self._mentioned: dict[str, tuple[int, float]] = {}
+        """Per kind: the count when it was last said at WARNING, and when."""
 
     def report(self, kind: str, error: BaseException | None = None, message: str | None = None) -> None:
+        """One more error of ``kind``; ``message`` says it for people (default: ``<kind> failed: <error>``)."""
         try:
+            now = self._clock()
             with self._lock:
                 count = self.counts.get(kind, 0) + 1
                 self.counts[kind] = count
-            if count == 1:
-                text = f"{self._prefix}: " + (message or f"{kind} failed: {error!r}")
-                log.warning(
-                    text + " (further errors of this kind are logged at DEBUG)",
-                    exc_info=error if error is not None else None,
-                )
-            else:
-                log.debug("%s: %s failed again: %r", self._prefix, kind, error)
+                said, when = self._mentioned.get(kind, (0, now))
+                first = count == 1
+                remind = not first and now - when >= self._reminder_seconds
+                if first or remind:
+                    self._mentioned[kind] = (count, now)
+            text = f"{self._prefix}: " + (message or f"{kind} failed: {one_line(error)}")
+            if first:
+                log.warning("%s (repeats are counted; details at DEBUG)", text)
+            elif remind:
+                log.warning("%s (%d more failures since the last mention, %d in all)", text, count - said, count)
+            log.debug("%s: %s failed (%d)", self._prefix, kind, count, exc_info=error)
         except Exception:  # noqa: BLE001 - logging itself must not fail the caller
             pass
+
+    def summarize(self, skip: Callable[[str], bool] = lambda kind: False) -> None:
+        """Say at WARNING, once per kind, how many errors were not mentioned yet (kinds ``skip`` accepts are
+        said elsewhere: undelivered events are counted by the delivery's own summary)."""
+        with self._lock:
+            unsaid = {
+                kind: (count - self._mentioned.get(kind, (0, 0.0))[0], count)
+                for kind, count in self.counts.items()
+                if count > self._mentioned.get(kind, (0, 0.0))[0] and not skip(kind)
+            }
+            for kind, (_, count) in unsaid.items():
+                self._mentioned[kind] = (count, self._clock())
+        for kind, (more, count) in unsaid.items():
+            log.warning("%s: %s failed %d more times (%d in all; details at DEBUG)", self._prefix, kind, more, count)
+
+
+def one_line(error: BaseException | None) -> str:
+    """``error`` as one short line: its type and the first line of its message."""
+    if error is None:
+        return "unknown error"
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
+
+
+def problem(error: BaseException) -> str:
+    """What went wrong with a send, in a few words: ``connection refused``, ``timed out``, ``HTTP 503``..."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for link in chain:
+        if isinstance(link, ConnectionRefusedError) or "connection refused" in str(link).lower():
+            return "connection refused"
+    for link in chain:
+        text = str(link)
+        if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo failed" in text:
+            return "unknown host"
+    if any(timed_out(link) for link in chain):
+        return "timed out"
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return f"HTTP {status}"
+    return one_line(error)
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether the backend did not answer in time (requests' and the standard library's timeouts alike)."""
+    return isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
 
 
 def yield_cpu_to_the_job() -> None:

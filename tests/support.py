@@ -239,6 +239,19 @@ def replay(spool: Path, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
+def minimal_run_event(run: int = 1) -> Any:
+    """A COMPLETE event of job ``job_<run>`` with nothing else in it: for tests of delivery, not of content."""
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+
+    return RunEvent(
+        eventType=RunState.COMPLETE,
+        eventTime="2026-12-01T10:00:00.000+00:00",
+        run=Run(runId=f"0195f5b6-0000-7000-8000-{run:012d}"),
+        job=Job(namespace="default", name=f"job_{run}"),
+        producer="https://github.com/spark-lineage/spark-lineage",
+    )
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (a backend that is down)."""
     with socket.socket() as sock:

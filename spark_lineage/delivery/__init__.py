@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from spark_lineage.config import ConfigError
 from spark_lineage.delivery.payloads import Event, to_payload
-from spark_lineage.delivery.sender import Sender
+from spark_lineage.delivery.sender import Sender, lineage_events
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
 from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
 from spark_lineage.redaction import Redactor
@@ -35,7 +35,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_lineage")
 
-__all__ = ["Delivery", "Spool", "create_client", "open_spool"]
+__all__ = ["Delivery", "Spool", "create_client", "open_spool", "undelivered"]
+
+
+def undelivered(kind: str) -> bool:
+    """Whether an :class:`ErrorLog` kind is a failed send, which :meth:`Delivery.close` sums up itself."""
+    return kind.startswith("delivering to ")
 
 
 def open_spool(config: LineageConfig, setting: str = "spark.openlineage.python.spool.dir") -> Spool:
@@ -105,16 +110,22 @@ class Delivery:
             self._errors.report("spooling an event", error)
             return
         if dropped.count:
-            log.warning(
-                "%s: the lineage spool at %s is full (python.spool.maxBytes=%d): dropped the %d oldest "
-                "query-run events (jobs %s); application-run events are kept",
-                self.label,
-                self.spool.location,
-                self.spool.max_bytes,
-                dropped.count,
-                ", ".join(sorted(dropped.jobs)),
+            # Once full, the spool drops events at every put: said once, then counted (ErrorLog).
+            self._errors.report(
+                "keeping events in a full spool",
+                message=f"the lineage spool at {self.spool.location} is full (python.spool.maxBytes="
+                f"{self.spool.max_bytes}): dropped the {dropped.count} oldest query-run events (jobs "
+                f"{', '.join(sorted(dropped.jobs))}); application-run events are kept",
             )
         self.sender.wake()
+
+    def description(self) -> str:
+        """Where events go, for people: ``events go to <target> (spooled in <dir>)``."""
+        if not self.enabled:
+            return "events go nowhere (no transport, or a noop one)"
+        target = self.destination.removeprefix("http ")
+        spooled = f"spooled in {self.spool.path}" if self.spool.path is not None else "spooled in memory"
+        return f"events go to {target} ({spooled})"
 
     def flush(self, timeout: float | None) -> bool:
         return self.sender.flush(timeout) if self.enabled else True
@@ -130,15 +141,18 @@ class Delivery:
             if left.count:
                 where = self.spool.path
                 jobs = ", ".join(left.jobs[:5]) + (f" and {len(left.jobs) - 5} more" if len(left.jobs) > 5 else "")
+                problem = f" ({self.sender.problem})" if self.sender.problem else ""
+                # No "OPENLINEAGE_API_KEY=<key>" here: the log redaction would take "<key>" for a secret value.
+                api_key = ", with the api key in $OPENLINEAGE_API_KEY" if self._needs_api_key else ""
                 log.warning(
-                    "%s: %d lineage events (jobs %s) could not be delivered to %s and wait in %s; %s",
+                    "%s: %s (jobs %s) could not be delivered to %s%s and wait in %s; %s",
                     self.label,
-                    left.count,
+                    lineage_events(left.count),
                     jobs,
                     self.destination,
+                    problem,
                     self.spool.location,
-                    f"deliver them with: {'OPENLINEAGE_API_KEY=<api key> ' if self._needs_api_key else ''}"
-                    f"spark-lineage replay --spool {where}"
+                    f"deliver them with: spark-lineage replay --spool {where}{api_key}"
                     if where is not None
                     else "the spool is in memory (python.spool.disabled=true): they are lost",
                 )

@@ -23,9 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from spark_lineage import logs
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.worker import ErrorLog, yield_cpu_to_the_job
+from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
 
@@ -75,6 +76,8 @@ class Sender:
         self.destination = destination
         self.transport = transport
         self.sent = 0
+        self.problem: str | None = None
+        """Why the last send failed, in a few words (``connection refused``); ``None`` once one succeeded."""
         self._errors = errors
         self._owner = f"{os.getpid()}:{id(self)}"
         self._backoff = backoff or Backoff()
@@ -149,37 +152,53 @@ class Sender:
             if isinstance(self._base_timeout, (int, float)):
                 self.transport.timeout = self._base_timeout * 2**doublings
             try:
-                self.transport.emit(from_payload(item.payload))
+                with logs.sending(self._errors, self.destination):
+                    self.transport.emit(from_payload(item.payload))
             except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
                 self.spool.release([rest.id for rest in batch[index:]], attempted=[item.id])
-                if _timed_out(error):
+                if timed_out(error):
                     self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
                 self._failed(error)
                 break
             self.spool.acknowledge(item.id)
             self.sent += 1
+            self.problem = None
             self._backoff.succeeded()
             with self._progress:
                 self._progress.notify_all()
 
     def _failed(self, error: BaseException) -> None:
         self._backoff.failed()
+        self.problem = problem(error)
+        # One kind per destination and problem: a backend that is down is said once, not once per event; one
+        # that comes back and then fails differently (an HTTP 500 after connection refused) is said again.
         self._errors.report(
-            f"delivering to {self.destination}",
-            message=(
-                f"the lineage backend ({self.destination}) did not take an event ({_describe(error)}); "
-                "events stay in the spool and are sent when it answers again"
-            ),
+            f"delivering to {self.destination}: {self.problem}",
+            error,
+            message=f"{self._waiting()}not delivered to {self.destination} ({self.problem}); " + kept(self.spool),
         )
         with self._progress:
             self._progress.notify_all()
 
+    def _waiting(self) -> str:
+        """``"<n> lineage events "``: how many events wait for this destination now (a failure is at most one every few
+        seconds, once the backoff has grown, so counting them costs nothing to speak of)."""
+        try:
+            return lineage_events(self.spool.pending(self.destination).count) + " "
+        except Exception:  # noqa: BLE001 - the spool itself may be what failed
+            return "lineage events "
 
-def _timed_out(error: BaseException) -> bool:
-    """Whether the backend did not answer in time (requests' and the standard library's timeouts alike)."""
-    return isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
+
+def lineage_events(count: int) -> str:
+    """``1 lineage event``, ``2 lineage events``."""
+    return f"{count} lineage event{'' if count == 1 else 's'}"
 
 
-def _describe(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+def kept(spool: Spool) -> str:
+    """Where undelivered events wait, and how to send them by hand."""
+    if spool.path is None:
+        return "they are kept in memory (python.spool.disabled=true) and sent when the backend answers again"
+    return (
+        f"they wait in the spool at {spool.path} and are sent when the backend answers again, "
+        f"or with: spark-lineage replay --spool {spool.path}"
+    )

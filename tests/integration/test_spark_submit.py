@@ -118,8 +118,22 @@ def assert_one_write_run(
 
 
 def test_http_transport_confs_turn_lineage_on_for_an_unmodified_job(tmp_path: Path, receiver: LineageReceiver) -> None:
-    confs = {"spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": receiver.url}
-    result, orders, output = spark_submit(tmp_path, BUILDER_JOB, confs)
+    api_key = "planted-api-key-4242"
+    confs = {
+        "spark.openlineage.transport.type": "http",
+        "spark.openlineage.transport.url": receiver.url,
+        "spark.openlineage.transport.auth.type": "api_key",
+        "spark.openlineage.transport.auth.apiKey": api_key,
+    }
+    spool = tmp_path / "spool"
+    result, orders, output = spark_submit(tmp_path, BUILDER_JOB, confs, env={"SPARK_LINEAGE_SPOOL_DIR": str(spool)})
+
+    # One line says that lineage is on and where it goes, though the job configured no Python logging.
+    assert messages(result) == [
+        f"spark_lineage: lineage on for application orders_rollup (namespace default); events go to "
+        f"{receiver.url}/api/v1/lineage (spooled in {spool})"
+    ]
+    assert api_key not in result.stdout + result.stderr
 
     assert_one_write_run(receiver.events, "orders_rollup", orders, output, "adaptive_spark_plan")
     outcome = job_result(result)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import iceberg_facets
+from iceberg_facets.helper import HELPER_LOG
 from tests.pyiceberg.conftest import CATALOG, process_gone, rows, spooled, wait_until
 from tests.support import REPO_ROOT, LineageReceiver, free_port
 
@@ -93,7 +94,7 @@ def summary(events: list[dict[str, Any]]) -> list[tuple[str, str, list[str], lis
 def undelivered_line(text: str, count: int, spool: Path | None) -> str:
     """The one line that says what was left undelivered (``count`` events, waiting in ``spool``)."""
     (line,) = [line for line in text.splitlines() if "could not be delivered" in line]
-    assert line.startswith(f"iceberg_facets: {count} lineage events (jobs "), line
+    assert line.startswith(f"iceberg_facets: {count} lineage event{'' if count == 1 else 's'} (jobs "), line
     if spool is not None:
         assert line.endswith(f"deliver them with: spark-lineage replay --spool {spool}"), line
     return line
@@ -145,6 +146,17 @@ def test_a_script_against_a_dead_backend_ends_within_its_shutdown_timeout_and_re
     assert pending.count == 6
     assert pending.jobs == ("tests/deadend.append.pycat_db_t", "tests/deadend.create_table.pycat_db_t", "tests/nightly")
     assert f"http://127.0.0.1:{port}/api/v1/lineage" in undelivered_line(stderr, 6, spool)
+    # Quiet: the dead backend is one line when first found and one count at the end, no traceback.
+    assert "Traceback" not in stderr, stderr
+    first, *_ = stderr.splitlines()
+    waiting = first.partition(" not delivered")[0].removeprefix("iceberg_facets: ")  # when the first send failed
+    assert waiting in ["1 lineage event", *(f"{count} lineage events" for count in range(2, 7))], first
+    assert stderr.splitlines() == [
+        f"iceberg_facets: {waiting} not delivered to http http://127.0.0.1:{port}/api/v1/lineage (connection "
+        f"refused); they wait in the spool at {spool} and are sent when the backend answers again, or with: "
+        f"spark-lineage replay --spool {spool} (repeats are counted; details at DEBUG)",
+        undelivered_line(stderr, 6, spool),
+    ]
 
     receiver, printed = replayed(port, spool)
     assert printed.strip() == f"spark-lineage replay: 6 of 6 events delivered from {spool}"
@@ -220,7 +232,12 @@ def test_when_the_script_is_killed_its_helper_exits_within_the_shutdown_timeout_
     assert helper_gone <= SHUTDOWN_TIMEOUT + SLACK, f"the helper outlived its killed parent by {helper_gone:.1f} s"
     if child is not None:
         assert not process_gone(child), "the forked child still holds the pipe: only the parent's death ended it"
-    undelivered_line(errors.read_text(), 3, spool)
+    # The script's terminal got nothing from the helper once the script was gone (the shell prompt was back):
+    # the helper's last lines went to a file next to the spool.
+    printed = errors.read_text()
+    assert "could not be delivered" not in printed and "Traceback" not in printed, printed
+    logged_later = [line.partition("] ")[2] for line in (spool / HELPER_LOG).read_text().splitlines()]
+    undelivered_line("\n".join(logged_later), 3, spool)
 
     receiver, _ = replayed(port, spool)
     table = f"file:{tmp_path}/warehouse/db/t"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+from openlineage.client.event_v2 import RunEvent
 
 from spark_lineage.config import ConfigError, resolve
 from spark_lineage.delivery import create_client
@@ -29,19 +29,14 @@ from spark_lineage.delivery.transports import describe, make_transport
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
-from tests.support import free_port
+from tests.support import free_port, minimal_run_event
 
 PRODUCER = "https://github.com/spark-lineage/spark-lineage"
 
 
 def _event(run: int = 1) -> RunEvent:
-    return RunEvent(
-        eventType=RunState.COMPLETE,
-        eventTime="2026-12-01T10:00:00.000+00:00",
-        run=Run(runId=f"0195f5b6-0000-7000-8000-{run:012d}"),
-        job=Job(namespace="default", name=f"job_{run}"),
-        producer=PRODUCER,
-    )
+    event: RunEvent = minimal_run_event(run)
+    return event
 
 
 class StandInProducer:
