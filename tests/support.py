@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -24,6 +25,8 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+REBIND_SECONDS = 30.0
+"""How long a receiver coming back on its port waits for another process to release it."""
 RUN_EVENT_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 # The pinned copy of the schemas the tests validate against; scripts/vendor-openlineage-spec refreshes it.
 VENDORED_SPEC = Path(__file__).resolve().parent / "openlineage_spec"
@@ -149,6 +152,18 @@ class LineageReceiver:
         self._server: ThreadingHTTPServer | None = None
         self.start()
 
+    def _bind(self, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+        """A server on this receiver's port. Back on a port it gave up, it waits for whoever took the port
+        meanwhile to let it go (a process the test ended, as a killed driver's JVM, can hold it a moment)."""
+        deadline = time.monotonic() + REBIND_SECONDS
+        while True:
+            try:
+                return ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE or not self._port or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     def start(self) -> None:
         """Listen (again, on the same port once it had one)."""
         receiver = self
@@ -194,7 +209,7 @@ class LineageReceiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        server = self._bind(Handler)
         server.daemon_threads = True
         self._port = int(server.server_address[1])
         self._server = server
