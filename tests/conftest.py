@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -106,6 +107,11 @@ os.environ["SPARK_LINEAGE_SPOOL_DIR"] = tempfile.mkdtemp(prefix="spark-lineage-t
 # Spark's Python workers run PYSPARK_PYTHON, else whatever `python3` is first on PATH, which may lack what a UDF
 # needs (on Spark 4.3 a plain Python UDF imports pyarrow in the worker): the tests' own interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# A shell without job control starts its background commands with SIGINT ignored, and a process started so
+# passes that on to its children (scripts/test runs some tests in the background). Tests that interrupt a child
+# with Ctrl-C need it at its default, as from a terminal: a Python handler here becomes the default in a child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 POSTGRES_TABLES = """
 CREATE TABLE public.orders (id INTEGER, cid INTEGER, amount DOUBLE PRECISION);
