@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from spark_lineage.config import ConfigError
 from spark_lineage.delivery.payloads import Event, to_payload
-from spark_lineage.delivery.sender import Sender, lineage_events
+from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
 from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
 from spark_lineage.redaction import Redactor
@@ -36,11 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("spark_lineage")
 
 __all__ = ["Delivery", "Spool", "create_client", "open_spool", "undelivered"]
-
-
-def undelivered(kind: str) -> bool:
-    """Whether an :class:`ErrorLog` kind is a failed send, which :meth:`Delivery.close` sums up itself."""
-    return kind.startswith("delivering to ")
 
 
 def open_spool(config: LineageConfig, setting: str = "spark.openlineage.python.spool.dir") -> Spool:

@@ -173,7 +173,7 @@ class Sender:
         # One kind per destination and problem: a backend that is down is said once, not once per event; one
         # that comes back and then fails differently (an HTTP 500 after connection refused) is said again.
         self._errors.report(
-            f"delivering to {self.destination}: {self.problem}",
+            f"{UNDELIVERED_KIND}{self.destination}: {self.problem}",
             error,
             message=f"{self._waiting()}not delivered to {self.destination} ({self.problem}); " + kept(self.spool),
         )
@@ -187,6 +187,15 @@ class Sender:
             return lineage_events(self.spool.pending(self.destination).count) + " "
         except Exception:  # noqa: BLE001 - the spool itself may be what failed
             return "lineage events "
+
+
+UNDELIVERED_KIND = "delivering to "
+"""How every failed send's :class:`ErrorLog` kind starts (then the destination and the problem)."""
+
+
+def undelivered(kind: str) -> bool:
+    """Whether an :class:`ErrorLog` kind is a failed send, which the delivery's closing line sums up itself."""
+    return kind.startswith(UNDELIVERED_KIND)
 
 
 def lineage_events(count: int) -> str:
