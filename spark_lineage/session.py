@@ -30,6 +30,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.delivery import Delivery, open_spool, undelivered
+from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import LOGICAL_PLAN_FACET
 from spark_lineage.handlers.rdd import rdd_job_lineage
@@ -472,11 +473,6 @@ class RunSummary:
             job_namespace=event.job.namespace,
             datasets=tuple(dict.fromkeys((dataset_label(d.namespace, d.name), d.namespace, d.name) for d in every)),
         )
-
-
-def dataset_label(namespace: str, name: str) -> str:
-    """A dataset as people read it: local paths as they are, anything else with its namespace."""
-    return name if namespace == "file" else f"{namespace}/{name}"
 
 
 _recent_runs: deque[RunSummary] = deque(maxlen=1000)

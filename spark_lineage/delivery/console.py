@@ -50,8 +50,14 @@ def summary_line(event: Any) -> str:
     return line
 
 
+def dataset_label(namespace: str, name: str) -> str:
+    """A dataset as people read it: local paths as they are, anything else with its namespace (this line,
+    ``%lineage``)."""
+    return name if namespace == "file" else f"{namespace}/{name}"
+
+
 def _dataset(dataset: Any) -> str:
-    return f"{dataset.namespace}/{dataset.name}" if dataset.namespace != "file" else dataset.name
+    return dataset_label(dataset.namespace, dataset.name)
 
 
 def visible(transport: Transport) -> Transport:
