@@ -8,6 +8,7 @@ line per event, so "no configuration" shows what lineage would send.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -24,7 +25,9 @@ class PrintingConsoleTransport(ConsoleTransport):
     def emit(self, event: Any) -> None:
         super().emit(event)
         # The spool hands over events it already redacted, so the line holds no secret.
-        print(summary_line(event), file=sys.stdout, flush=True)
+        # A closed stdout (a kernel gone) must not make a delivered event count as failed and be sent again.
+        with contextlib.suppress(OSError, ValueError):
+            print(summary_line(event), file=sys.stdout, flush=True)
 
 
 def summary_line(event: Any) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.transport.console import ConsoleTransport
@@ -41,3 +44,11 @@ def test_every_console_transport_prints(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert type(fallback) is PrintingConsoleTransport
     assert type(make_transport({"type": "console"})) is PrintingConsoleTransport
     assert isinstance(fallback, ConsoleTransport) and fallback.kind == "console"
+
+
+def test_a_closed_stdout_does_not_fail_the_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line is for people; the event counts as sent whether or not it could be printed (no resend)."""
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stdout", closed)
+    PrintingConsoleTransport().emit(EVENT)  # raises nothing
