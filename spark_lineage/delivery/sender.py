@@ -17,7 +17,6 @@ timeout, or the process died before the answer) is sent again.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any
 
 from spark_lineage import logs
 from spark_lineage.delivery.payloads import from_payload
-from spark_lineage.delivery.spool import Spool
+from spark_lineage.delivery.spool import InFlight, Spool, lease_owner
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
@@ -79,7 +78,8 @@ class Sender:
         self.problem: str | None = None
         """Why the last send failed, in a few words (``connection refused``); ``None`` once one succeeded."""
         self._errors = errors
-        self._owner = f"{os.getpid()}:{id(self)}"
+        self._owner = lease_owner(id(self))
+        self._in_flight: InFlight | None = None
         self._backoff = backoff or Backoff()
         self._base_timeout = getattr(transport, "timeout", None)
         self._slow_backend_doublings = 0
@@ -115,14 +115,16 @@ class Sender:
         return True
 
     def close(self, timeout: float | None) -> bool:
-        """Flush within ``timeout``, then stop. Returns whether everything was delivered. An event still in
-        the middle of its send is handed back to the spool at once, not when its lease runs out: a replay
-        right after this process exits may send it (at least once)."""
+        """Flush within ``timeout``, then stop. Returns whether everything was delivered. The events this
+        sender leased go back to the spool at once, except one still in the middle of its send: that one
+        stays leased until its request's timeout, so that no other sender (a replay, the next ``enable()``)
+        sends a copy while the backend may still be taking it. Once this process has ended, a replay sends
+        it at once (at least once)."""
         delivered = self.flush(timeout)
         self._stopping.set()
         self._wake.set()
         self._thread.join(0.2)
-        self.spool.release_owned(self._owner)
+        self.spool.release_owned(self._owner, self._in_flight)
         return delivered
 
     def _run(self) -> None:
@@ -146,20 +148,26 @@ class Sender:
             return
         for index, item in enumerate(batch):
             if self._stopping.is_set():
-                self.spool.release([rest.id for rest in batch[index:]])
+                self.spool.release([rest.id for rest in batch[index:]], self._owner)
                 break
             doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
+            send_seconds = self.lease_seconds
             if isinstance(self._base_timeout, (int, float)):
                 self.transport.timeout = self._base_timeout * 2**doublings
+                # The timeout bounds connecting and then waiting for the answer, each on its own.
+                send_seconds = 2 * self.transport.timeout + 1
+            self._in_flight = InFlight(item.id, time.time() + send_seconds)
             try:
                 with logs.sending(self._errors, self.destination):
                     self.transport.emit(from_payload(item.payload))
             except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
-                self.spool.release([rest.id for rest in batch[index:]], attempted=[item.id])
+                self._in_flight = None
+                self.spool.release([rest.id for rest in batch[index:]], self._owner, attempted=[item.id])
                 if timed_out(error):
                     self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
                 self._failed(error)
                 break
+            self._in_flight = None
             self.spool.acknowledge(item.id)
             self.sent += 1
             self.problem = None

@@ -4,14 +4,16 @@ replay cannot deliver.
 
 It is one sqlite database (Python's ``sqlite3``) in write-ahead-log mode, shared safely by every thread and
 process that opens it: senders lease the events they are about to send, so two senders never send the same
-event at once, and a sender that dies leaves leases that expire. Its size is bounded: when full, the oldest
-query-run events go first; application-run events, which say how a whole job ended, are kept.
+event at once. A lease ends when its time runs out, or as soon as the process that holds it is found to have
+ended (on this host), so a replay right after a process died does not wait for it. Its size is bounded: when
+full, the oldest query-run events go first; application-run events, which say how a whole job ended, are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -65,6 +67,38 @@ def default_spool_dir() -> Path:
     else:
         base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     return base / "spark-lineage" / "spool"
+
+
+def lease_owner(tag: object) -> str:
+    """Who holds a lease: this host, this process, and ``tag`` (one sender) within it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{tag}"
+
+
+def _owner_ended(owner: str) -> bool:
+    """Whether the process holding a lease is known to have ended: only for a process on this host, and only
+    where asking costs nothing and harms nothing (POSIX; on Windows, ``os.kill`` would end the process)."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit() or os.name == "nt":
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: alive, another user's
+        return False
+    return False
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """An event a sender is sending right now, and until when that send can go on (its request's timeout)."""
+
+    event_id: int
+    until: float
+    """``time.time()`` at which the send has surely ended."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +206,7 @@ class Spool:
         run's events arrive in order."""
         now = time.time()
         with self._transaction() as db:
+            self._end_leases_of_ended_processes(db, now)
             rows = db.execute(
                 "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events e "
                 "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ?) "
@@ -195,18 +230,34 @@ class Spool:
                 db.execute("DELETE FROM events WHERE id = ?", (event_id,))
                 self._add_bytes(db, -row[0])
 
-    def release(self, event_ids: Sequence[int], *, attempted: Sequence[int] = ()) -> None:
-        """Give events back unsent; ``attempted`` ones were tried and count an attempt."""
+    def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
+        """Give back events ``owner`` leased, unsent; ``attempted`` ones were tried and count an attempt. An
+        event that is no longer ``owner``'s (a closed sender's send that ended late) stays with whoever has it
+        now, but its attempt still counts."""
         with self._transaction() as db:
             db.executemany(
-                "UPDATE events SET leased_by = NULL, leased_until = NULL, attempts = attempts + ? WHERE id = ?",
-                [(1 if event_id in attempted else 0, event_id) for event_id in event_ids],
+                "UPDATE events SET attempts = attempts + 1 WHERE id = ?", [(event_id,) for event_id in attempted]
+            )
+            db.executemany(
+                "UPDATE events SET leased_by = NULL, leased_until = NULL WHERE id = ? AND leased_by = ?",
+                [(event_id, owner) for event_id in event_ids],
             )
 
-    def release_owned(self, owner: str) -> None:
-        """Give back every event ``owner`` still holds (a sender that stops)."""
+    def release_owned(self, owner: str, in_flight: InFlight | None = None) -> None:
+        """Give back every event ``owner`` still holds (a sender that stops), except the one ``in_flight``:
+        its request may still reach the backend, so it stays leased until that request has surely ended, and
+        nobody sends a copy of it meanwhile. If this process ends first, the lease ends with it."""
+        kept = in_flight.event_id if in_flight is not None else -1
         with self._transaction() as db:
-            db.execute("UPDATE events SET leased_by = NULL, leased_until = NULL WHERE leased_by = ?", (owner,))
+            if in_flight is not None:
+                db.execute(
+                    "UPDATE events SET leased_until = ? WHERE id = ? AND leased_by = ?",
+                    (in_flight.until, kept, owner),
+                )
+            db.execute(
+                "UPDATE events SET leased_by = NULL, leased_until = NULL WHERE leased_by = ? AND id != ?",
+                (owner, kept),
+            )
 
     # --- looking ---------------------------------------------------------------------------------------
 
@@ -240,6 +291,14 @@ class Spool:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @staticmethod
+    def _end_leases_of_ended_processes(db: sqlite3.Connection, now: float) -> None:
+        owners = db.execute(
+            "SELECT DISTINCT leased_by FROM events WHERE leased_by IS NOT NULL AND leased_until >= ?", (now,)
+        ).fetchall()
+        ended = [(owner,) for (owner,) in owners if _owner_ended(owner)]
+        db.executemany("UPDATE events SET leased_by = NULL, leased_until = NULL WHERE leased_by = ?", ended)
 
     @staticmethod
     def _add_bytes(db: sqlite3.Connection, delta: int) -> int:

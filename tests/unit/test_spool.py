@@ -18,7 +18,7 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
-from spark_lineage.delivery.spool import SPOOL_FILE, Spool
+from spark_lineage.delivery.spool import SPOOL_FILE, Spool, lease_owner
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 from tests.support import LineageReceiver, free_port
@@ -70,7 +70,8 @@ def test_lease_gives_oldest_first_and_never_the_same_event_twice(tmp_path: Path)
     second = spool.lease("http test", "b", 10, 60)
     assert [e.job for e in first] == ["default/job_0", "default/job_1", "default/job_2"]
     assert [e.job for e in second] == ["default/job_3", "default/job_4"]
-    spool.release([first[0].id], attempted=[first[0].id])
+    spool.release([first[0].id], "a", attempted=[first[0].id])
+    spool.release([second[0].id], "not b")  # not its holder: stays b's
     spool.acknowledge(first[1].id)
     again = spool.lease("http test", "c", 10, 60)
     assert [(e.job, e.attempts) for e in again] == [("default/job_0", 1)]
@@ -86,6 +87,55 @@ def test_a_run_is_sent_in_order_even_across_senders(tmp_path: Path) -> None:
     assert spool.lease("http test", "b", 10, 60) == []
     spool.acknowledge(first[0].id)
     assert [json.loads(e.payload)["eventType"] for e in spool.lease("http test", "b", 10, 60)] == ["COMPLETE"]
+
+
+LEASE_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from spark_lineage.delivery.spool import Spool, lease_owner
+
+    spool = Spool(Path(sys.argv[1]))
+    print(len(spool.lease("http test", lease_owner("holder"), 10, 600)), flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_a_lease_lasts_as_long_as_the_process_holding_it(tmp_path: Path) -> None:
+    """Leased for ten minutes by another process: nobody else sends the event while that process lives, and a
+    replay takes it at once after that process has ended, without waiting for the lease to run out."""
+    spool = Spool(tmp_path)
+    _put(spool, _event(1))
+    root = Path(__file__).resolve().parents[2]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LEASE_HOLDER, str(tmp_path)], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline() == b"1\n"
+    assert spool.lease("http test", lease_owner("replay"), 10, 60) == []
+    holder.communicate(b"\n", timeout=60)
+    assert [e.job for e in spool.lease("http test", lease_owner("replay"), 10, 60)] == ["default/job_1"]
+
+
+def test_an_event_in_the_middle_of_its_send_is_not_sent_again_by_the_next_sender(tmp_path: Path) -> None:
+    """The sender closes (disable()) while the backend is still taking an event: the next sender (a replay, the
+    next enable()) waits for that request instead of sending a second copy."""
+    spool = Spool(tmp_path)
+    receiver = LineageReceiver(delay_seconds=2)
+    try:
+        _put(spool, _event(1))
+        _put(spool, _event(2))
+        first = Sender(spool, "http test", _http(receiver.url, timeout=5), ErrorLog())
+        assert not first.close(0.5)
+        assert receiver.requests == 1
+        assert Sender(spool, "http test", _http(receiver.url, timeout=5), ErrorLog()).close(30)
+        assert {key[:2]: count for key, count in receiver.copies().items()} == {
+            ("0195f5b6-0000-7000-8000-000000000001", "START"): 1,
+            ("0195f5b6-0000-7000-8000-000000000002", "START"): 1,
+        }
+    finally:
+        receiver.close()
 
 
 def test_a_full_spool_drops_the_oldest_query_events_and_keeps_application_events(tmp_path: Path) -> None:
