@@ -25,7 +25,7 @@ from openlineage.client import OpenLineageClient
 
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
-from spark_lineage.delivery import create_client, open_spool
+from spark_lineage.delivery import create_client, open_spool, where_events_go
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor, protect_logs
 
@@ -141,10 +141,17 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     redactor = Redactor(config.redaction_pattern)
     protect_logs(redactor)
     # A transport or a spool that cannot work is refused here, not in the helper process.
-    if client is None:
-        create_client(config, redactor)
-    open_spool(config, SPOOL_DIR_OPTION).close()
-    return IcebergLineageHandle(runtime.start(config, client, job_name, delivery, redactor))
+    transport = (client or create_client(config, redactor)).transport
+    spool = open_spool(config, SPOOL_DIR_OPTION)
+    spool.close()
+    handle = IcebergLineageHandle(runtime.start(config, client, job_name, delivery, redactor))
+    log.info(
+        "iceberg_facets: lineage on for pyiceberg in job %s (namespace %s); %s",
+        job_name,
+        config.namespace,
+        where_events_go(transport, spool),
+    )
+    return handle
 
 
 def run(job_name: str) -> LineageRun:

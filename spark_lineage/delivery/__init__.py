@@ -18,7 +18,7 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_lineage.config import ConfigError
 from spark_lineage.delivery.payloads import Event, to_payload
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_lineage")
 
-__all__ = ["Delivery", "Spool", "create_client", "open_spool", "undelivered"]
+__all__ = ["Delivery", "Spool", "create_client", "open_spool", "undelivered", "where_events_go"]
 
 
 def open_spool(config: LineageConfig, setting: str = "spark.openlineage.python.spool.dir") -> Spool:
@@ -115,12 +115,8 @@ class Delivery:
         self.sender.wake()
 
     def description(self) -> str:
-        """Where events go, for people: ``events go to <target> (spooled in <dir>)``."""
-        if not self.enabled:
-            return "events go nowhere (no transport, or a noop one)"
-        target = self.destination.removeprefix("http ")
-        spooled = f"spooled in {self.spool.path}" if self.spool.path is not None else "spooled in memory"
-        return f"events go to {target} ({spooled})"
+        """Where events go, for people (see :func:`where_events_go`)."""
+        return where_events_go(self.client.transport, self.spool)
 
     def flush(self, timeout: float | None) -> bool:
         return self.sender.flush(timeout) if self.enabled else True
@@ -152,6 +148,16 @@ class Delivery:
                     else "the spool is in memory (python.spool.disabled=true): they are lost",
                 )
         return delivered
+
+
+def where_events_go(transport: Any, spool: Spool) -> str:
+    """``events go to <target> (spooled in <dir>)``: the line that says lineage is on ends with it, from
+    either engine."""
+    if transport is None or getattr(transport, "kind", None) == "noop":
+        return "events go nowhere (no transport, or a noop one)"
+    target = describe(transport)[0].removeprefix("http ")
+    spooled = f"spooled in {spool.path}" if spool.path is not None else "spooled in memory"
+    return f"events go to {target} ({spooled})"
 
 
 def prepare(client: OpenLineageClient, event: Event) -> Event | None:

@@ -3,6 +3,7 @@ never fails or changes the user's work."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -100,6 +101,22 @@ def test_enable_twice_is_one_instrumentation(receiver: Any) -> None:
         assert Transaction.__dict__["commit_transaction"].__wrapped__.__qualname__ == "Transaction.commit_transaction"
     finally:
         first.disable()
+
+
+def test_enable_says_in_one_info_line_that_lineage_is_on_and_where_events_go(
+    receiver: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="iceberg_facets")
+    spool = tmp_path / "spool"
+    handle = http(receiver, job_name="nightly", namespace="tests", spool_dir=str(spool))
+    try:
+        said = [r.getMessage() for r in caplog.records if r.name == "iceberg_facets" and r.levelno >= logging.INFO]
+        assert said == [
+            f"iceberg_facets: lineage on for pyiceberg in job nightly (namespace tests); events go to "
+            f"{receiver.url}/api/v1/lineage (spooled in {spool})"
+        ]
+    finally:
+        handle.disable()
 
 
 def test_a_passed_client_is_used(catalog: Any, receiver: Any) -> None:
