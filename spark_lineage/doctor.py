@@ -288,7 +288,7 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
         )
     if check_backend:
         keys = _Keys(CONF_TRANSPORT if resolved.transport else None)
-        findings += _check_target(transport, keys, resolved.namespace)
+        findings += _check_target(transport, keys, _probe_event(resolved.namespace, resolved.producer or PRODUCER))
     # What is printed never shows a configured secret (an api key, a header, a password in the url).
     return [Finding(finding.level, redactor.text(finding.message)) for finding in findings]
 
@@ -359,11 +359,11 @@ def _kafka_settings(transport: Any) -> dict[str, Any]:
     return {}
 
 
-def _check_target(transport: Any, keys: _Keys, namespace: str) -> list[Finding]:
+def _check_target(transport: Any, keys: _Keys, probe: Any) -> list[Finding]:
     kind = getattr(transport, "kind", None) or type(transport).__name__
     target = _target(transport)
     if kind in ("http", "async_http") and target:
-        return [_check_http(transport, keys, namespace)]
+        return [_check_http(transport, keys, probe)]
     if kind == "file" and target:
         directory = Path(target).expanduser().resolve().parent
         if directory.is_dir() and os.access(directory, os.W_OK):
@@ -376,10 +376,10 @@ def _check_target(transport: Any, keys: _Keys, namespace: str) -> list[Finding]:
         return [
             finding
             for index, child in enumerate(children)
-            for finding in _check_target(child, keys.child(str(getattr(child, "name", index))), namespace)
+            for finding in _check_target(child, keys.child(str(getattr(child, "name", index))), probe)
         ]
     if kind == "transform" and getattr(transport, "transport", None) is not None:
-        return _check_target(transport.transport, keys.inner(), namespace)
+        return _check_target(transport.transport, keys.inner(), probe)
     return [Finding(INFO, f"backend: nothing to check for a {kind} transport")]
 
 
@@ -392,7 +392,7 @@ _AUTH_SETTINGS = {
 }
 
 
-def _check_http(transport: Any, keys: _Keys, namespace: str) -> Finding:
+def _check_http(transport: Any, keys: _Keys, probe: Any) -> Finding:
     """Sends one probe event through the transport itself: its url and endpoint (with any url parameters),
     auth, headers, compression and TLS settings, as every event is sent."""
     import requests
@@ -402,7 +402,7 @@ def _check_http(transport: Any, keys: _Keys, namespace: str) -> Finding:
     url = urllib.parse.urljoin(transport.url, transport.endpoint)
     try:
         with _quiet("openlineage", "urllib3"):
-            response = transport.emit(_probe_event(namespace))
+            response = transport.emit(probe)
     except requests.HTTPError as error:
         response = error.response
         if response is None:
@@ -417,7 +417,7 @@ def _check_http(transport: Any, keys: _Keys, namespace: str) -> Finding:
             PROBLEM,
             f"backend: no event sent to {url}: getting a token failed ({_short_reason(error)}); check {keys.of(*auth)}",
         )
-    return _classify(url, response.status_code, response.reason, transport, keys, namespace)
+    return _classify(url, response.status_code, response.reason, transport, keys, probe.job.namespace)
 
 
 def _classify(url: str, status: int, reason: str | None, transport: Any, keys: _Keys, namespace: str) -> Finding:
@@ -447,7 +447,8 @@ def _classify(url: str, status: int, reason: str | None, transport: Any, keys: _
     return Finding(PROBLEM, f"backend: {url} answered {answer} to a probe event; check {keys.of('url', 'endpoint')}")
 
 
-def _probe_event(namespace: str) -> Any:
+def _probe_event(namespace: str, producer: str) -> Any:
+    """The one event ``doctor`` sends, named as the job's events are (namespace, ``python.producer``)."""
     from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
     from openlineage.client.uuid import generate_new_uuid
 
@@ -456,7 +457,7 @@ def _probe_event(namespace: str) -> Any:
         eventTime=datetime.now(timezone.utc).isoformat(),
         run=Run(runId=str(generate_new_uuid())),
         job=Job(namespace=namespace, name=PROBE_JOB),
-        producer=PRODUCER,
+        producer=producer,
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from spark_lineage.config import JAVA_AGENT_LISTENER, transports
 from spark_lineage.doctor import read_properties
+from spark_lineage.facets import PRODUCER
 from tests.support import LineageReceiver
 
 
@@ -41,9 +42,24 @@ def test_configured_and_answering(receiver: LineageReceiver) -> None:
         f"[ok]  backend: {receiver.url}/api/v1/lineage accepted a probe event (HTTP 200 OK): job "
         "spark_lineage_doctor in namespace default",
     ]
-    assert [(event["eventType"], event["job"]["name"]) for event in receiver.events] == [
-        ("COMPLETE", "spark_lineage_doctor")
+    assert [(event["eventType"], event["job"]["name"], event["producer"]) for event in receiver.events] == [
+        ("COMPLETE", "spark_lineage_doctor", PRODUCER)
     ]
+
+
+def test_the_probe_event_is_named_as_the_jobs_events_are(receiver: LineageReceiver) -> None:
+    """A backend that accepts events by namespace or producer sees the probe as it will see the job's events."""
+    result = doctor(
+        *("--conf", "spark.openlineage.transport.type=http"),
+        *("--conf", f"spark.openlineage.transport.url={receiver.url}", "--conf", "spark.openlineage.namespace=etl"),
+        *("--conf", "spark.openlineage.python.producer=https://example.com/our-fork"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert lines(result)[-1].endswith("job spark_lineage_doctor in namespace etl")
+    assert [(event["job"]["namespace"], event["producer"]) for event in receiver.events] == [
+        ("etl", "https://example.com/our-fork")
+    ]
+    assert not receiver.invalid
 
 
 def test_enabled_flag_with_the_client_configuration_pointing_nowhere() -> None:
