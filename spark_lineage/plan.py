@@ -480,6 +480,19 @@ class RddJobEnd:
     error: str | None = None
     """Why the job failed; ``None`` when it succeeded."""
     error_stack: str | None = None
+    io: JobIo | None = None
+    """What its tasks read and wrote; ``None`` when Spark no longer knew (or did not yet)."""
+
+
+@dataclass(frozen=True)
+class JobIo:
+    """What a Spark job's tasks read and wrote, summed over its stages: Spark's input and output task metrics,
+    as the application's status store (its UI) keeps them."""
+
+    records_read: int = 0
+    bytes_read: int = 0
+    records_written: int = 0
+    bytes_written: int = 0
 
 
 def _to_json(value: Any) -> Any:

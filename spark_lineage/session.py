@@ -390,7 +390,7 @@ class LineageRuntime:
         start = self._rdd_jobs.pop(job.job_id, None)
         if start is None:
             return
-        lineage = rdd_job_lineage(start)
+        lineage = rdd_job_lineage(start, job)
         if not lineage.outputs and job.error is None:
             return  # an action that writes nothing: count(), collect(), Spark's own listing jobs
         for event in self.events.rdd_job_events(start, job, lineage):

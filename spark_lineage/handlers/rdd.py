@@ -15,8 +15,15 @@ from collections.abc import Iterable, Mapping
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.registry import register
-from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, QueryLineage
-from spark_lineage.plan import CapturedNode, Probe, RddJobStart, RddRecord
+from spark_lineage.lineage import (
+    AnalysisContext,
+    DatasetLineage,
+    InputColumn,
+    InputStatistics,
+    OutputStatistics,
+    QueryLineage,
+)
+from spark_lineage.plan import CapturedNode, Probe, RddJobEnd, RddJobStart, RddRecord
 
 FILE_READING_RDDS = frozenset({"HadoopRDD", "NewHadoopRDD", "FileScanRDD"})
 
@@ -31,14 +38,23 @@ def rdd_inputs(graph: Iterable[RddRecord]) -> list[DatasetLineage]:
     return [DatasetLineage(identifier) for identifier in found]
 
 
-def rdd_job_lineage(job: RddJobStart) -> QueryLineage:
+def rdd_job_lineage(job: RddJobStart, end: RddJobEnd | None = None) -> QueryLineage:
     """What a Spark job that is no SQL execution reads (the files its final RDD's lineage reads) and writes
-    (the directory of a Hadoop save), and the job-name suffix its RDDs give it."""
+    (the directory of a Hadoop save), and the job-name suffix its RDDs give it; with the job's ``end``, the
+    statistics of its one input and its one output, from what its tasks read and wrote."""
     lineage = QueryLineage(
         inputs=rdd_inputs(job.graph), job_suffix=naming.rdd_job_suffix(job.graph), errors=list(job.errors)
     )
     if job.output_path:
         lineage.outputs.append(DatasetLineage(naming.from_location(job.output_path)))
+    io = end.io if end is not None else None
+    if io is None:
+        return lineage
+    # As openlineage-spark: a job's task metrics are one dataset's only when it read (or wrote) one dataset.
+    if len(lineage.inputs) == 1 and io.records_read + io.bytes_read > 0:
+        lineage.inputs[0].input_statistics = InputStatistics(rows=io.records_read, bytes=io.bytes_read)
+    if len(lineage.outputs) == 1 and io.records_written + io.bytes_written > 0:
+        lineage.outputs[0].statistics = OutputStatistics(rows=io.records_written, bytes=io.bytes_written)
     return lineage
 
 

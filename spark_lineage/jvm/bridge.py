@@ -191,7 +191,7 @@ class JvmBridge:
     def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
         """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
         if self._jobs is None:
-            self._jobs = RddJobReader(self._classes)
+            self._jobs = RddJobReader(self._classes, self._sc._jsc.sc())
         return self._jobs.read(pending)
 
     @staticmethod

@@ -21,14 +21,16 @@ analysis thread, as plain data, and :func:`read_sql_job` what a SQL job's text s
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.values import JvmClasses, message, safe
-from spark_lineage.plan import RddJobEnd, RddJobStart, RddRecord, SparkJobDetails, SqlJobEnd, SqlJobStart
+from spark_lineage.plan import JobIo, RddJobEnd, RddJobStart, RddRecord, SparkJobDetails, SqlJobEnd, SqlJobStart
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,8 @@ _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
 _OUTPUT_DIR = "mapreduce.output.fileoutputformat.outputdir"
 """Where both Hadoop output APIs keep a file output's directory (``FileOutputFormat.setOutputPath``)."""
 _WRITE_CONFIGS = ("HadoopMapRedWriteConfigUtil", "HadoopMapReduceWriteConfigUtil")
+STATUS_STORE_WAIT_SECONDS = 1.0
+"""How long an RDD job's end waits for the status store to have heard it too, for the job's statistics."""
 _CAPTURED_ARGUMENTS = 4
 """How many of a write closure's captured values are looked at for the write's configuration."""
 
@@ -344,9 +348,11 @@ class _ListenerBuilder(HandleBuilder):
 class RddJobReader:
     """Reads queued job events into plain data, on the analysis thread."""
 
-    def __init__(self, classes: JvmClasses) -> None:
+    def __init__(self, classes: JvmClasses, spark_context: Any) -> None:
+        """``spark_context``: the Scala ``SparkContext``, whose status store knows what a job read and wrote."""
         self._classes = classes
         self._graphs = RddGraphReader(classes)
+        self._spark_context = spark_context
 
     def read(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
         try:
@@ -394,7 +400,7 @@ class RddJobReader:
         job_id, time_ms = int(event.jobId()), int(event.time())
         result = event.jobResult()
         if str(result.getClass().getName()).startswith("org.apache.spark.scheduler.JobSucceeded"):
-            return RddJobEnd(job_id, time_ms)
+            return RddJobEnd(job_id, time_ms, io=safe(lambda: self._job_io(job_id)))
         exception = safe(result.exception)
         if exception is None:
             return RddJobEnd(job_id, time_ms, error="job failed")
@@ -402,6 +408,28 @@ class RddJobReader:
             lambda: str(self._classes("org.apache.commons.lang3.exception.ExceptionUtils").getStackTrace(exception))
         )
         return RddJobEnd(job_id, time_ms, error=str(exception.toString()), error_stack=stack)
+
+    def _job_io(self, job_id: int) -> JobIo:
+        """What the job's stages read and wrote, from the status store: the task metrics openlineage-spark sums
+        from each task's end, summed by Spark already, so no task event crosses to Python. The store hears
+        the job end on a listener queue of its own, maybe a moment after ours: a job it still thinks running
+        is asked again, briefly."""
+        store = self._spark_context.statusStore()
+        deadline = time.monotonic() + STATUS_STORE_WAIT_SECONDS
+        job = store.job(job_id)
+        while str(job.status()) == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.02)
+            job = store.job(job_id)
+        totals = [0, 0, 0, 0]
+        for stage_id in str(job.stageIds().mkString(",")).split(","):
+            stage = safe(partial(store.lastStageAttempt, int(stage_id)))
+            if stage is None:  # never run and no longer kept
+                continue
+            for index, value in enumerate(
+                (stage.inputRecords(), stage.inputBytes(), stage.outputRecords(), stage.outputBytes())
+            ):
+                totals[index] += int(value)
+        return JobIo(*totals)
 
 
 def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:

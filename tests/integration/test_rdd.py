@@ -90,6 +90,22 @@ def test_rdd_jobs_through_spark_submit_report_what_they_read_and_write(
         assert datasets(event, "outputs") == [("file", str(output))]
         assert event["run"]["facets"]["parent"]["run"]["runId"] == app_start["run"]["runId"]
     assert start["eventTime"] <= complete["eventTime"]
+    # What the job's tasks read and wrote (Spark's task metrics), as openlineage-spark reports a job with one
+    # input and one output: four lines of 31 bytes read, and written again in upper case. Spark counts the bytes
+    # its Hadoop file system wrote, 4 more than the lines: the checksum Hadoop's local file system keeps.
+    assert sum(part.stat().st_size for part in output.glob("part-*")) == 31
+    read_statistics = complete["inputs"][0]["inputFacets"]["inputStatistics"]
+    write_statistics = complete["outputs"][0]["outputFacets"]["outputStatistics"]
+    assert {key: read_statistics.get(key) for key in ("rowCount", "size", "fileCount")} == {
+        "rowCount": 4,
+        "size": 31,
+        "fileCount": None,
+    }
+    assert {key: write_statistics.get(key) for key in ("rowCount", "size", "fileCount")} == {
+        "rowCount": 4,
+        "size": 35,
+        "fileCount": None,
+    }
     assert datasets(fail, "outputs") == [("file", f"{output}_failed")]
     assert "ZeroDivisionError" in fail["run"]["facets"]["errorMessage"]["stackTrace"]
     assert app_end["eventType"] == "COMPLETE"

@@ -15,9 +15,9 @@ from spark_lineage.events import EventBuilder
 from spark_lineage.handlers.rdd import rdd_inputs, rdd_job_lineage
 from spark_lineage.jvm.listener import JobSink, PendingJob
 from spark_lineage.jvm.rdd import split_input_paths
-from spark_lineage.lineage import AnalysisContext
+from spark_lineage.lineage import AnalysisContext, OutputStatistics
 from spark_lineage.naming import normalize_job_name, rdd_job_suffix, read_directories
-from spark_lineage.plan import CapturedNode, RddJobEnd, RddJobStart, RddRecord
+from spark_lineage.plan import CapturedNode, JobIo, RddJobEnd, RddJobStart, RddRecord
 from tests.fixtures.recorded import recorded_query, recorded_session
 from tests.support import validate_event
 
@@ -139,6 +139,41 @@ def test_an_rdd_job_is_a_child_run_of_the_application_with_its_files(failed: boo
     assert [(o["namespace"], o["name"]) for o in documents[1]["outputs"]] == [("file", "/out")]
     assert documents[1]["run"]["facets"]["parent"]["run"]["runId"] == "01930000-0000-7000-8000-000000000000"
     assert ("errorMessage" in documents[1]["run"]["facets"]) is failed
+
+
+def test_an_rdd_job_with_one_input_and_one_output_gives_them_its_task_metrics_as_statistics() -> None:
+    session = recorded_session(PLANS / VERSIONS[0])
+    start = _text_file_job("file:/out")
+    end = RddJobEnd(7, start.time_ms + 50, io=JobIo(records_read=4, bytes_read=31, records_written=4, bytes_written=29))
+    events = EventBuilder(LineageConfig(), session, "01930000-0000-7000-8000-000000000000").rdd_job_events(
+        start, end, rdd_job_lineage(start, end)
+    )
+    complete = json.loads(Serde.to_json(events[-1]))
+    validate_event(complete)
+    read = complete["inputs"][0]["inputFacets"]["inputStatistics"]
+    written = complete["outputs"][0]["outputFacets"]["outputStatistics"]
+    assert (read["rowCount"], read["size"], written["rowCount"], written["size"]) == (4, 31, 4, 29)
+    assert "fileCount" not in read and "fileCount" not in written
+
+
+def test_task_metrics_are_no_datasets_statistics_when_the_job_read_two_or_nothing() -> None:
+    two_inputs = RddJobStart(
+        7,
+        1_700_000_000_000,
+        (
+            _rdd(2, "UnionRDD", 0, 1),
+            RddRecord(0, "org.apache.spark.rdd.HadoopRDD", "/a", (), ("file:/a",)),
+            RddRecord(1, "org.apache.spark.rdd.HadoopRDD", "/b", (), ("file:/b",)),
+        ),
+        "file:/out",
+    )
+    lineage = rdd_job_lineage(two_inputs, RddJobEnd(7, 1, io=JobIo(4, 31, 4, 29)))
+    assert [d.input_statistics for d in lineage.inputs] == [None, None]
+    assert lineage.outputs[0].statistics == OutputStatistics(rows=4, bytes=29)
+    nothing_known = rdd_job_lineage(_text_file_job("file:/out"), RddJobEnd(7, 1, io=JobIo()))
+    assert (nothing_known.inputs[0].input_statistics, nothing_known.outputs[0].statistics) == (None, None)
+    failed = rdd_job_lineage(_text_file_job("file:/out"), RddJobEnd(7, 1, error="boom"))
+    assert failed.outputs[0].statistics is None
 
 
 def test_an_rdd_job_whose_rdds_were_gone_is_named_after_its_id() -> None:
