@@ -11,7 +11,9 @@ output statistics.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from iceberg_facets.dataset import (
@@ -72,12 +74,37 @@ class DataSourceV2RelationHandler(NodeHandler):
 
 @register
 class DataSourceV2ScanRelationHandler(NodeHandler):
-    """A planned V2 scan: the relation it scans."""
+    """A planned V2 scan: the relation it scans, and for an Iceberg scan the rows it reads."""
 
     class_names = ("DataSourceV2ScanRelation",)
+    probes = {"scan": Probe(("scan",), "node")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        return nested_inputs(node.probed_field("relation"), ctx)
+        datasets = nested_inputs(node.probed_field("relation"), ctx)
+        rows = scanned_rows(node.get("scan"))
+        if rows is not None and len(datasets) == 1:
+            statistics = datasets[0].input_statistics or InputStatistics()
+            datasets[0].input_statistics = replace(statistics, rows=rows)
+        return datasets
+
+
+@register
+class IcebergScanHandler(NodeHandler):
+    """Iceberg's planned Spark scan; probed as the scan of a ``DataSourceV2ScanRelation``, not a plan node of
+    its own."""
+
+    class_names = ("SparkBatchQueryScan", "SparkCopyOnWriteScan")  # the scans whose files the reference counts
+    # The planner asked for it already (to size the scan), so its files are planned and it costs one call.
+    probes = {"rows": Probe(("estimateStatistics", "numRows"))}
+
+
+def scanned_rows(scan: CapturedNode | None) -> int | None:
+    """The rows an Iceberg scan reads, as openlineage-spark's ``inputStatistics`` counts them: the records of
+    the data files it plans (its ``estimateStatistics``: Iceberg adds up its tasks' records, or takes the
+    snapshot's total for a whole partitioned table); ``None`` for other scans."""
+    text = scan.get("rows") if scan is not None else None
+    found = re.fullmatch(r"OptionalLong\[(\d+)\]", str(text)) if text is not None else None
+    return int(found.group(1)) if found else None
 
 
 class V2WriteHandler(NodeHandler):

@@ -252,12 +252,20 @@ def test_reads_with_filters_and_time_travel(
     assert "id >" in scan["filterDescription"]
     assert scan["scanMetrics"]["resultDataFiles"] + scan["scanMetrics"]["skippedDataFiles"] == 2
     assert scan["scanMetrics"]["skippedDataFiles"] >= 1  # the first insert's file holds only id 1: pruned
+    # As openlineage-spark counts a scan: the files it plans, their bytes and their records.
+    statistics = read["inputFacets"]["inputStatistics"]
+    assert (statistics["fileCount"], statistics["size"]) == (
+        scan["scanMetrics"]["resultDataFiles"],
+        scan["scanMetrics"]["totalFileSizeInBytes"],
+    )
+    assert statistics["rowCount"] == 2
     assert filtered["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 2
 
     _, travelled = only_run(receiver.events, "data_travelled")
     read = travelled["inputs"][0]
     assert read["facets"]["version"]["datasetVersion"] == str(first["id"])
     assert read["inputFacets"]["icebergScanReport"]["snapshotId"] == first["id"]
+    assert read["inputFacets"]["inputStatistics"]["rowCount"] == 1
     assert travelled["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 1
 
 

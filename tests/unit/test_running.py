@@ -248,6 +248,17 @@ def test_an_iceberg_scan_gets_input_statistics_from_its_scan_report() -> None:
     assert scan_statistics(DatasetLineage(from_location("file:/warehouse/db/u"))) is None  # no report: no facet
 
 
+def test_an_iceberg_scan_adds_the_rows_of_the_files_it_plans_to_its_statistics() -> None:
+    from spark_lineage.handlers.iceberg import scanned_rows
+
+    scan = "org.apache.iceberg.spark.source.SparkBatchQueryScan"
+    assert scanned_rows(CapturedNode(scan, {"rows": "OptionalLong[7]"})) == 7
+    assert scanned_rows(CapturedNode(scan, {"rows": "OptionalLong.empty"})) is None
+    assert scanned_rows(CapturedNode(scan, errors={"rows": "no such method"})) is None
+    assert scanned_rows(CapturedNode("org.apache.spark.sql.kafka010.KafkaBatch")) is None
+    assert scanned_rows(None) is None
+
+
 def test_a_catalog_table_scan_gets_its_size_when_spark_knows_it() -> None:
     from spark_lineage.handlers.relations import table_scan_statistics
     from spark_lineage.lineage import InputStatistics
