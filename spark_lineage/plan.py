@@ -443,6 +443,9 @@ class SqlJobStart:
     query_id: int | None
     time_ms: int
     details: SparkJobDetails
+    execution_id: int | None = None
+    """The job's SQL execution (``spark.sql.execution.id``): how a job whose query Spark no longer held is
+    still filed under it, when an earlier job of the same execution told which query that is."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ class QueryJobLog:
         self._jobs: dict[int, list[QueryJob]] = {}
         self._query_of: dict[int, int] = {}
         """The query of each job whose end has not been seen, by job id."""
+        self._query_of_execution: dict[int, int] = {}
+        """The query of each SQL execution a job of which was filed, by execution id (as bounded as ``_jobs``)."""
 
     def record(self, event: SqlJobStart | SqlJobEnd) -> None:
         with self._lock:
@@ -31,14 +33,24 @@ class QueryJobLog:
 
     def _record(self, event: SqlJobStart | SqlJobEnd) -> None:
         if isinstance(event, SqlJobStart):
-            if event.query_id is None:
-                return  # the execution ended before Spark's listener thread reached the job: nobody to file it under
-            self._jobs.setdefault(event.query_id, []).append(QueryJob(event.details, event.time_ms))
-            self._query_of[event.details.job_id] = event.query_id
+            query_id = event.query_id
+            if event.execution_id is not None:
+                if query_id is None:
+                    # Spark's listener thread reached the job after the execution ended (it lags behind on a busy
+                    # driver): an earlier job of the same execution, reached in time, says which query it was.
+                    query_id = self._query_of_execution.get(event.execution_id)
+                else:
+                    self._query_of_execution[event.execution_id] = query_id
+            if query_id is None:
+                return  # nobody to file it under
+            self._jobs.setdefault(query_id, []).append(QueryJob(event.details, event.time_ms))
+            self._query_of[event.details.job_id] = query_id
             while len(self._jobs) > self._kept:
                 forgotten = self._jobs.pop(next(iter(self._jobs)))
                 for job in forgotten:
                     self._query_of.pop(job.details.job_id, None)
+            while len(self._query_of_execution) > self._kept:
+                del self._query_of_execution[next(iter(self._query_of_execution))]
             return
         query_id = self._query_of.pop(event.job_id, None)
         jobs = [] if query_id is None else self._jobs.get(query_id, [])

@@ -229,7 +229,7 @@ class _ListenerBuilder(HandleBuilder):
             self._method_type(self.VOID, self.OBJ),
             self._ints(0, 0),
         )
-        sql_text = self._start_text(self._query_id(execution_id))
+        sql_text = self._start_text(self._query_id(execution_id), execution_id)
         sql_passed_on = self.mh.filterArguments(
             self.mh.insertArguments(accept, 1, self._objects(_SQL)), 0, self._handles(sql_text)
         )
@@ -304,9 +304,9 @@ class _ListenerBuilder(HandleBuilder):
             query, self.mh.guardWithTest(self._method("java.util.Objects", "isNull", "java.lang.Object"), empty, its_id)
         )
 
-    def _start_text(self, query_id: Any) -> Any:
-        """``(SparkListenerJobStart) -> Object``: the job's id, time and properties (and ``query_id``'s text)
-        joined into one string."""
+    def _start_text(self, query_id: Any, execution_id: Any = None) -> Any:
+        """``(SparkListenerJobStart) -> Object``: the job's id, time and properties (and ``query_id``'s and
+        ``execution_id``'s texts) joined into one string."""
         unset = self.mh.insertArguments(
             self._method("java.util.Objects", "toString", "java.lang.Object", "java.lang.String"),
             1,
@@ -319,6 +319,8 @@ class _ListenerBuilder(HandleBuilder):
         ]
         if query_id is not None:
             parts.append(query_id)
+        if execution_id is not None:
+            parts.append(execution_id)
         return self._as_object(self._joined(*parts))
 
     def _string(self, handle: Any, kind: str) -> Any:
@@ -439,7 +441,10 @@ def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
     if len(fields) == 3:
         return SqlJobEnd(int(fields[0]), int(fields[1]), fields[2].rsplit(".", 1)[-1].startswith("JobSucceeded"))
     time_ms, details = _job_started(fields)
-    return SqlJobStart(int(fields[5]) if fields[5] else None, time_ms, details)
+    execution_id = fields[6] if len(fields) > 6 else ""
+    return SqlJobStart(
+        int(fields[5]) if fields[5] else None, time_ms, details, int(execution_id) if execution_id.isdigit() else None
+    )
 
 
 def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:

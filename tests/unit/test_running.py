@@ -74,6 +74,19 @@ def test_the_job_log_files_jobs_under_their_query_until_it_is_reported() -> None
     assert [job.details.job_id for job in log.take(3)] == [103]
 
 
+def test_a_job_reached_after_its_execution_ended_is_filed_under_the_query_of_its_execution() -> None:
+    """A busy driver's listener thread can reach a job's start after the SQL execution ended, when Spark no longer
+    holds its query: the job's execution id files it under the query an earlier job of that execution named."""
+    log = QueryJobLog()
+    log.record(SqlJobStart(7, 100, SparkJobDetails(75), execution_id=40))
+    log.record(SqlJobStart(None, 200, SparkJobDetails(77), execution_id=40))
+    log.record(SqlJobStart(None, 300, SparkJobDetails(90), execution_id=41))  # no job of 41 reached in time
+    log.record(SqlJobEnd(77, 250, True))
+    assert log.take(7) == (QueryJob(SparkJobDetails(75), 100), QueryJob(SparkJobDetails(77), 200, 250, True))
+    text = SEP.join(["77", "200", UNSET, UNSET, UNSET, "", "40"])
+    assert read_sql_job(PendingSqlJob(text)) == SqlJobStart(None, 200, SparkJobDetails(77), execution_id=40)
+
+
 def test_running_moments_are_each_job_start_and_the_first_job_end() -> None:
     jobs = [
         QueryJob(SparkJobDetails(1), 100, 300, True),
