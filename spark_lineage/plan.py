@@ -483,8 +483,6 @@ class RddJobEnd:
     error: str | None = None
     """Why the job failed; ``None`` when it succeeded."""
     error_stack: str | None = None
-    io: JobIo | None = None
-    """What its tasks read and wrote; ``None`` when Spark no longer knew (or did not yet)."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from spark_lineage.delivery import Delivery, open_spool, undelivered
 from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import LOGICAL_PLAN_FACET
-from spark_lineage.handlers.rdd import rdd_job_lineage
+from spark_lineage.handlers.rdd import add_job_statistics, rdd_job_lineage
 from spark_lineage.jvm import (
     CaptureRules,
     IcebergMetricsReporter,
@@ -390,9 +390,16 @@ class LineageRuntime:
         start = self._rdd_jobs.pop(job.job_id, None)
         if start is None:
             return
-        lineage = rdd_job_lineage(start, job)
+        lineage = rdd_job_lineage(start)
         if not lineage.outputs and job.error is None:
             return  # an action that writes nothing: count(), collect(), Spark's own listing jobs
+        if job.error is None:
+            try:
+                io = self.bridge.read_job_io(job.job_id)
+            except Exception as exc:  # noqa: BLE001 - the run without statistics beats no run
+                self.errors.report("reading an RDD job's task metrics", exc)
+            else:
+                add_job_statistics(lineage, io)
         for event in self.events.rdd_job_events(start, job, lineage):
             self._deliver(event)
 

@@ -23,7 +23,7 @@ from spark_lineage.lineage import (
     OutputStatistics,
     QueryLineage,
 )
-from spark_lineage.plan import CapturedNode, Probe, RddJobEnd, RddJobStart, RddRecord
+from spark_lineage.plan import CapturedNode, JobIo, Probe, RddJobStart, RddRecord
 
 FILE_READING_RDDS = frozenset({"HadoopRDD", "NewHadoopRDD", "FileScanRDD"})
 
@@ -38,24 +38,24 @@ def rdd_inputs(graph: Iterable[RddRecord]) -> list[DatasetLineage]:
     return [DatasetLineage(identifier) for identifier in found]
 
 
-def rdd_job_lineage(job: RddJobStart, end: RddJobEnd | None = None) -> QueryLineage:
+def rdd_job_lineage(job: RddJobStart) -> QueryLineage:
     """What a Spark job that is no SQL execution reads (the files its final RDD's lineage reads) and writes
-    (the directory of a Hadoop save), and the job-name suffix its RDDs give it; with the job's ``end``, the
-    statistics of its one input and its one output, from what its tasks read and wrote."""
+    (the directory of a Hadoop save), and the job-name suffix its RDDs give it."""
     lineage = QueryLineage(
         inputs=rdd_inputs(job.graph), job_suffix=naming.rdd_job_suffix(job.graph), errors=list(job.errors)
     )
     if job.output_path:
         lineage.outputs.append(DatasetLineage(naming.from_location(job.output_path)))
-    io = end.io if end is not None else None
-    if io is None:
-        return lineage
-    # As openlineage-spark: a job's task metrics are one dataset's only when it read (or wrote) one dataset.
+    return lineage
+
+
+def add_job_statistics(lineage: QueryLineage, io: JobIo) -> None:
+    """The statistics of an RDD job's one input and one output, from what its tasks read and wrote. As
+    openlineage-spark: a job's task metrics are one dataset's only when it read (or wrote) one dataset."""
     if len(lineage.inputs) == 1 and io.records_read + io.bytes_read > 0:
         lineage.inputs[0].input_statistics = InputStatistics(rows=io.records_read, bytes=io.bytes_read)
     if len(lineage.outputs) == 1 and io.records_written + io.bytes_written > 0:
         lineage.outputs[0].statistics = OutputStatistics(rows=io.records_written, bytes=io.bytes_written)
-    return lineage
 
 
 @register

@@ -18,7 +18,7 @@ from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, Pending
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
 from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, parse_map, safe, unwrap_option
-from spark_lineage.plan import CapturedQuery, RddJobEnd, RddJobStart, SessionInfo, SqlJobEnd, SqlJobStart
+from spark_lineage.plan import CapturedQuery, JobIo, RddJobEnd, RddJobStart, SessionInfo, SqlJobEnd, SqlJobStart
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -190,9 +190,16 @@ class JvmBridge:
 
     def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
         """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
+        return self._job_reader().read(pending)
+
+    def read_job_io(self, job_id: int) -> JobIo:
+        """What an ended job's tasks read and wrote (see :meth:`RddJobReader.read_io`)."""
+        return self._job_reader().read_io(job_id)
+
+    def _job_reader(self) -> RddJobReader:
         if self._jobs is None:
             self._jobs = RddJobReader(self._classes, self._sc._jsc.sc())
-        return self._jobs.read(pending)
+        return self._jobs
 
     @staticmethod
     def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:

@@ -402,7 +402,7 @@ class RddJobReader:
         job_id, time_ms = int(event.jobId()), int(event.time())
         result = event.jobResult()
         if str(result.getClass().getName()).startswith("org.apache.spark.scheduler.JobSucceeded"):
-            return RddJobEnd(job_id, time_ms, io=safe(lambda: self._job_io(job_id)))
+            return RddJobEnd(job_id, time_ms)
         exception = safe(result.exception)
         if exception is None:
             return RddJobEnd(job_id, time_ms, error="job failed")
@@ -411,11 +411,11 @@ class RddJobReader:
         )
         return RddJobEnd(job_id, time_ms, error=str(exception.toString()), error_stack=stack)
 
-    def _job_io(self, job_id: int) -> JobIo:
-        """What the job's stages read and wrote, from the status store: the task metrics openlineage-spark sums
-        from each task's end, summed by Spark already, so no task event crosses to Python. The store hears
-        the job end on a listener queue of its own, maybe a moment after ours: a job it still thinks running
-        is asked again, briefly."""
+    def read_io(self, job_id: int) -> JobIo:
+        """What an ended job's stages read and wrote, from the status store: the task metrics openlineage-spark
+        sums from each task's end, summed by Spark already, so no task event crosses to Python. Asked only for
+        a job that is reported (a few round trips per stage). The store hears the job end on a listener queue
+        of its own, maybe a moment after ours: a job it still thinks running is asked again, briefly."""
         store = self._spark_context.statusStore()
         deadline = time.monotonic() + STATUS_STORE_WAIT_SECONDS
         job = store.job(job_id)

@@ -107,6 +107,9 @@ def test_rdd_jobs_through_spark_submit_report_what_they_read_and_write(
         "fileCount": None,
     }
     assert datasets(fail, "outputs") == [("file", f"{output}_failed")]
+    # A failed job's task metrics count its failed tasks' partial work: a FAIL run carries no statistics.
+    assert "inputStatistics" not in (fail["inputs"][0].get("inputFacets") or {})
+    assert "outputStatistics" not in (fail["outputs"][0].get("outputFacets") or {})
     assert "ZeroDivisionError" in fail["run"]["facets"]["errorMessage"]["stackTrace"]
     assert app_end["eventType"] == "COMPLETE"
 
