@@ -82,7 +82,7 @@ class Delivery:
         self.label = label
         self._errors = errors
         transport = client.transport
-        self.enabled = transport is not None and getattr(transport, "kind", None) != "noop"
+        self.enabled = sends_anywhere(transport)
         self.destination, settings = describe(transport)
         self._needs_api_key = needs_api_key(settings)
         if not self.enabled:
@@ -150,10 +150,15 @@ class Delivery:
         return delivered
 
 
+def sends_anywhere(transport: Any) -> bool:
+    """Whether a transport sends events anywhere (not ``None``, not ``noop``)."""
+    return transport is not None and getattr(transport, "kind", None) != "noop"
+
+
 def where_events_go(transport: Any, spool: Spool) -> str:
     """``events go to <target> (spooled in <dir>)``: the line that says lineage is on ends with it, from
     either engine."""
-    if transport is None or getattr(transport, "kind", None) == "noop":
+    if not sends_anywhere(transport):
         return "events go nowhere (no transport, or a noop one)"
     target = describe(transport)[0].removeprefix("http ")
     spooled = f"spooled in {spool.path}" if spool.path is not None else "spooled in memory"

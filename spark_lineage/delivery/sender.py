@@ -167,8 +167,9 @@ class Sender:
                     self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
                 self._failed(error)
                 break
-            self._in_flight = None
+            # Forgotten before it stops counting as in flight: a close() in between must not hand it back.
             self.spool.acknowledge(item.id)
+            self._in_flight = None
             self.sent += 1
             self.problem = None
             self._backoff.succeeded()
