@@ -236,9 +236,27 @@ def differences(
             continue
         if len(theirs) != len(mine):
             found.append(Difference(scenario, job, "runs", "count", str(len(theirs)), str(len(mine))))
-        for their_run, my_run in zip(theirs, mine):
+        for their_run, my_run in _paired(theirs, mine):
             found.extend(_compare_runs(scenario, job, their_run, my_run))
     return found
+
+
+def _paired(theirs: list[RunSummary], mine: list[RunSummary]) -> list[tuple[RunSummary, RunSummary]]:
+    """The runs of one job compared with each other: in the order they started where both sides have as many;
+    where one side has more (an allowed ``runs`` difference), each run of the side with fewer is compared with
+    the other side's run it differs least from, so that which of two runs started first, which can change from
+    one try to the next, decides nothing."""
+    if len(theirs) == len(mine):
+        return list(zip(theirs, mine))
+    pairs: list[tuple[RunSummary, RunSummary]] = []
+    if len(mine) < len(theirs):
+        unpaired = list(theirs)
+        for my_run in mine:
+            their_run = min(unpaired, key=lambda candidate: len(_compare_runs("", "", candidate, my_run)))
+            unpaired.remove(their_run)
+            pairs.append((their_run, my_run))
+        return pairs
+    return [(their_run, my_run) for my_run, their_run in _paired(mine, theirs)]
 
 
 def _describe(runs: list[RunSummary]) -> str:

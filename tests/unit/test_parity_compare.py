@@ -1,0 +1,56 @@
+"""The parity harness's comparison (tests/parity/compare.py) on hand-written events: what it reports decides
+whether a parity test can fail, so it is tested too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.parity.compare import differences
+
+
+def _run(run_id: str, job: str, *steps: tuple[str, str]) -> list[dict[str, Any]]:
+    """The events of one run: ``steps`` are (event type, time of day)."""
+    return [
+        {
+            "eventType": event_type,
+            "eventTime": f"2026-12-02T10:00:{at}Z",
+            "run": {"runId": run_id, "facets": {}},
+            "job": {"name": job, "facets": {"jobType": {"jobType": "SQL_JOB"}}},
+            "inputs": [{"namespace": "kafka://k", "name": "in"}],
+            "outputs": [{"namespace": "kafka://k", "name": "out"}],
+        }
+        for event_type, at in steps
+    ]
+
+
+def _found(reference: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    return [
+        (d.aspect, d.detail, d.reference, d.ours)
+        for d in differences("s", {"events": reference, "error": None}, {"events": ours, "error": None})
+    ]
+
+
+def test_one_run_against_two_is_compared_with_the_one_it_matches_whichever_started_first() -> None:
+    outer = _run("a", "job", ("START", "01.000"), ("COMPLETE", "04.000"))
+    nested = _run("b", "job", ("START", "02.000"), ("RUNNING", "02.500"), ("COMPLETE", "03.000"))
+    nested_first = _run("b", "job", ("START", "00.500"), ("RUNNING", "02.500"), ("COMPLETE", "03.000"))
+    ours = _run("c", "job", ("START", "01.000"), ("COMPLETE", "04.000"))
+
+    assert _found(outer + nested, ours) == [("runs", "count", "2", "1")]
+    assert _found(outer + nested_first, ours) == [("runs", "count", "2", "1")]
+    # and the other way round: our extra run does not hide a difference in the one that matters
+    assert _found(ours, outer + nested) == [("runs", "count", "1", "2")]
+
+
+def test_runs_as_many_on_both_sides_are_compared_in_the_order_they_started() -> None:
+    reference = _run("a", "job", ("START", "01.000"), ("COMPLETE", "02.000")) + _run(
+        "b", "job", ("START", "03.000"), ("RUNNING", "03.500"), ("COMPLETE", "04.000")
+    )
+    ours = _run("c", "job", ("START", "01.000"), ("RUNNING", "01.500"), ("COMPLETE", "02.000")) + _run(
+        "d", "job", ("START", "03.000"), ("COMPLETE", "04.000")
+    )
+
+    assert _found(reference, ours) == [
+        ("eventTypes", "sequence", "START COMPLETE", "START RUNNING COMPLETE"),
+        ("eventTypes", "sequence", "START RUNNING COMPLETE", "START COMPLETE"),
+    ]
