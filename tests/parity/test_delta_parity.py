@@ -12,7 +12,7 @@ from tests.parity.delta_scenarios import DELTA_SCENARIOS
 from tests.parity.suite import Runs, assert_matches_reference, assert_no_stale_allowances, run_both, spark_line
 
 # The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.spark, pytest.mark.parity, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")

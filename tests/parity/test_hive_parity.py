@@ -20,7 +20,7 @@ COMPARED_FACETS = ("symlinks", "catalog")
 # The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run). Four
 # applications with Hive support are too many for CI's time on every line: the suite runs on the last one
 # (it passed on 3.5 and 4.1 alike when it was written).
-pytestmark = [pytest.mark.spark, pytest.mark.once, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.spark, pytest.mark.parity, pytest.mark.once, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ COMPARED_FACETS = ("schema", "version")
 """What DDL on an Iceberg table says about it: the schema it leaves, the snapshot it made."""
 
 # The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
-pytestmark = [pytest.mark.spark, pytest.mark.iceberg, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.spark, pytest.mark.parity, pytest.mark.iceberg, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from tests.parity.suite import (
 from tests.postgres_server import Postgres
 
 # The first test waits for both Spark applications of the suite (tests.parity.suite bounds each run).
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.spark, pytest.mark.parity, pytest.mark.timeout(3600)]
 
 
 def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
