@@ -11,6 +11,10 @@
    for each query's COMPLETE event, the time from the query's end (its ``eventTime``) to the moment the spool
    stored it. That is what ``os._exit`` right after a write can lose: Spark hands finished queries to
    listeners asynchronously, and the analysis thread then captures and analyzes the plan before spooling.
+3. Leasing from a deep spool, without Spark: a backend that was down long enough leaves ``--backlog`` events
+   waiting, and each batch a sender takes (``Spool.lease`` then ``Spool.release``) first ends the leases of
+   senders whose process has ended. Side by side: the spool as it is, and the same spool without its index of
+   leased events (``events_leased``), which makes that step read every event waiting.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
 from spark_lineage.config import resolve
 from spark_lineage.delivery import Delivery, create_client, open_spool
 from spark_lineage.delivery.payloads import to_payload
-from spark_lineage.delivery.spool import Spool
+from spark_lineage.delivery.spool import SPOOL_FILE, Spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
 
@@ -159,14 +163,47 @@ def query_end_to_spooled(queries: int, workdir: Path) -> None:
     print(_line("query end -> COMPLETE event safe in the spool", latencies))
 
 
+def lease_from_a_deep_spool(backlog: int, workdir: Path, batches: int = 200) -> None:
+    payload = to_payload(_event(0))
+    spools = {}
+    for label in ("with the index of leased events", "without it"):
+        directory = workdir / f"backlog-{len(spools)}"
+        spool = Spool(directory)
+        # in one transaction: the backlog is the setting, not what is measured
+        with sqlite3.connect(directory / SPOOL_FILE) as db:
+            db.executemany(
+                "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
+                "VALUES ('bench', ?, ?, 0, ?, ?, 0)",
+                ((f"run-{index}", payload.job, payload.json, len(payload.json)) for index in range(backlog)),
+            )
+            if spools:
+                db.execute("DROP INDEX events_leased")
+        spools[label] = spool
+    measured: dict[str, list[float]] = {label: [] for label in spools}
+    sides = list(spools.items())
+    for index in range(batches):
+        for label, spool in sides if index % 2 else reversed(sides):
+            started = time.perf_counter()
+            leased = spool.lease("bench", "bench-sender", 100, 60)
+            spool.release([event.id for event in leased], "bench-sender")
+            measured[label].append(time.perf_counter() - started)
+    print(f"\n3. leasing from a deep spool ({backlog} events waiting; lease and release a batch of 100)")
+    for label, samples in measured.items():
+        print(_line(label, samples))
+    with_index, without = (statistics.median(samples) for samples in measured.values())
+    print(f"  without / with the index (medians): {without / with_index:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--backlog", type=int, default=100_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="spool-bench-") as directory:
         spool_write_cost(args.events, Path(directory))
         query_end_to_spooled(args.queries, Path(directory))
+        lease_from_a_deep_spool(args.backlog, Path(directory))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
-from spark_lineage.delivery.spool import SPOOL_FILE, Spool, lease_owner
+from spark_lineage.delivery.spool import LEASE_HOLDERS, SPOOL_FILE, Spool, lease_owner
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 from tests.support import LineageReceiver, free_port
@@ -100,6 +100,24 @@ LEASE_HOLDER = textwrap.dedent(
     sys.stdin.readline()
     """
 )
+
+
+def test_a_spool_from_before_the_leased_events_index_gets_it_and_leasing_reads_only_leased_events(
+    tmp_path: Path,
+) -> None:
+    """Each lease first looks for holders whose process has ended: with the index, that reads the leased events
+    only, however many wait (``benchmarks/spool.py`` measures the difference)."""
+    spool = Spool(tmp_path)
+    _put(spool, _event(1))
+    spool.close()
+    with sqlite3.connect(tmp_path / SPOOL_FILE) as db:  # a spool written by a version without the index
+        db.execute("DROP INDEX events_leased")
+
+    spool = Spool(tmp_path)
+    assert [e.job for e in spool.lease("http test", lease_owner("a"), 10, 60)] == ["default/job_1"]
+    with sqlite3.connect(tmp_path / SPOOL_FILE) as db:
+        plan = db.execute(f"EXPLAIN QUERY PLAN {LEASE_HOLDERS}", (0,)).fetchall()
+    assert any("USING COVERING INDEX events_leased" in row[-1] for row in plan), plan
 
 
 def test_a_lease_lasts_as_long_as_the_process_holding_it(tmp_path: Path) -> None:
