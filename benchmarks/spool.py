@@ -192,6 +192,8 @@ def lease_from_a_deep_spool(backlog: int, workdir: Path, batches: int = 200) -> 
         print(_line(label, samples))
     with_index, without = (statistics.median(samples) for samples in measured.values())
     print(f"  without / with the index (medians): {without / with_index:.1f}")
+    for spool in spools.values():
+        spool.close()
 
 
 def main() -> None:
