@@ -7,23 +7,55 @@ process that opens it: senders lease the events they are about to send, so two s
 event at once. A lease ends when its time runs out, or as soon as the process that holds it is found to have
 ended (on this host), so a replay right after a process died does not wait for it. Its size is bounded: when
 full, the oldest query-run events go first; application-run events, which say how a whole job ended, are kept.
+
+What the disk can do to it is handled here too, so that a damaged or full disk is lineage's problem, not the
+job's:
+
+- the write-ahead log is checkpointed into the main file often while the spool runs (every
+  :data:`CHECKPOINT_PAGES` pages) and wholly when it closes, so after a clean exit the main file holds everything,
+  and a log damaged afterwards costs nothing (and one damaged while a process ran costs only what was not yet
+  checkpointed);
+- a damaged file is found when the spool opens (``PRAGMA quick_check``, for files up to
+  :data:`QUICK_CHECK_MAX_BYTES`) or when sqlite reports it later; :func:`set_aside` moves it, with its log, out of
+  the way under a timestamped name, for ``spark-lineage replay --salvage`` (:mod:`~spark_lineage.delivery.salvage`);
+- :data:`RESERVE_FILE` holds :data:`RESERVE_BYTES` of the disk back, so that the event that ends an application run
+  can still be spooled once the disk is full (:meth:`Spool.release_reserve`).
+
+:mod:`~spark_lineage.delivery.failover` decides what to do when the disk fails: this module only says so, with
+:func:`disk_problem`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import enum
+import json
 import os
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SPOOL_FILE = "spool.sqlite"
 SPOOL_DIR_ENV = "SPARK_LINEAGE_SPOOL_DIR"
+SIDE_FILES = ("-wal", "-shm")
+"""sqlite's write-ahead log and its index, next to the spool file: they move with it."""
+RESERVE_FILE = "spool.reserve"
+RESERVE_BYTES = 256 * 1024
+"""Room held back on the spool's disk for the events that end application runs (one event, its log frames and
+a checkpoint need far less)."""
+CHECKPOINT_PAGES = 100
+"""The write-ahead log is copied into the main file whenever it holds this many pages (400 KiB; sqlite's default
+is 1000)."""
+QUICK_CHECK_MAX_BYTES = 64 * 1024 * 1024
+"""Spool files up to this size are checked when they open (a few milliseconds for a spool that is nearly empty, as
+a spool usually is); larger ones are checked by use."""
+DAMAGED_SUFFIX = ".damaged-"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -57,6 +89,53 @@ INSERT OR IGNORE INTO totals VALUES ('bytes', 0);
 
 LEASE_HOLDERS = "SELECT DISTINCT leased_by FROM events WHERE leased_by IS NOT NULL AND leased_until >= ?"
 """Who holds events at a time given: the query ``events_leased`` serves."""
+
+
+class DiskProblem(enum.Enum):
+    """What sqlite or the operating system said went wrong with the spool's files."""
+
+    DAMAGED = "damaged"
+    """The file is not a database, or a damaged one (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``)."""
+    FULL = "full"
+    """No room left on the disk (``SQLITE_FULL``, ``ENOSPC``, ``EDQUOT``)."""
+    UNUSABLE = "unusable"
+    """Anything else: read-only, missing, locked, not permitted."""
+
+
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 11, 13, 26
+
+
+def disk_problem(error: BaseException) -> DiskProblem:
+    """What kind of disk trouble ``error`` (from sqlite3 or the OS) is."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    text = str(error).lower()
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text or "not a database" in text:
+        return DiskProblem.DAMAGED
+    if primary == _SQLITE_FULL or "disk is full" in text or getattr(error, "errno", None) in (28, 122):
+        return DiskProblem.FULL
+    return DiskProblem.UNUSABLE
+
+
+class SpoolDamagedError(sqlite3.DatabaseError):
+    """The spool file failed its check when it was opened."""
+
+
+def set_aside(directory: Path, clock: float | None = None) -> Path:
+    """Move a damaged spool file (and its log) aside, under a name with the time (UTC), and return where it went;
+    the next :class:`Spool` of ``directory`` starts afresh."""
+    stamp = datetime.datetime.fromtimestamp(time.time() if clock is None else clock, datetime.timezone.utc)
+    base = directory / f"{SPOOL_FILE}{DAMAGED_SUFFIX}{stamp.strftime('%Y%m%dT%H%M%S.%fZ')}"
+    source = directory / SPOOL_FILE
+    if source.exists():
+        os.replace(source, base)
+    for side in SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            if side == "-wal":
+                os.replace(directory / (SPOOL_FILE + side), Path(f"{base}{side}"))
+            else:  # the log's index is rebuilt from the log: a stale one must not describe the fresh file
+                os.remove(directory / (SPOOL_FILE + side))
+    return base
 
 
 def default_spool_dir() -> Path:
@@ -127,6 +206,15 @@ class Dropped:
 
     count: int = 0
     jobs: set[str] = field(default_factory=set)
+    ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What :meth:`Spool.put` did: the new event's id, and what made room for it."""
+
+    id: int
+    dropped: Dropped = field(default_factory=Dropped)
 
 
 @dataclass(frozen=True)
@@ -145,7 +233,10 @@ class Spool:
     without surviving the process.
     """
 
-    def __init__(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES, *, check: bool = True) -> None:
+        """Open (or make) the spool in directory ``path``. Raises :class:`SpoolDamagedError` when the file fails
+        its check (``check``: see :data:`QUICK_CHECK_MAX_BYTES`), and ``OSError`` or ``sqlite3.Error`` when it
+        cannot be opened: :func:`spark_lineage.delivery.open_spool` turns either into lineage's problem."""
         self.path = path
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -156,22 +247,87 @@ class Spool:
             database = ":memory:"
         # Autocommit mode: every transaction is an explicit BEGIN IMMEDIATE ... COMMIT below.
         self._db = sqlite3.connect(database, timeout=30, isolation_level=None, check_same_thread=False)
-        with self._lock:
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode = WAL")
-                # Durable against the process dying at any point (not against the machine losing power
-                # before a checkpoint), at a fraction of the cost of a sync per event.
-                self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.executescript(_SCHEMA)
+        try:
+            with self._lock:
+                self._db.execute("PRAGMA busy_timeout = 30000")
+                if path is not None:
+                    if check:
+                        self._check(path / SPOOL_FILE)
+                    self._db.execute("PRAGMA journal_mode = WAL")
+                    # Durable against the process dying at any point (not against the machine losing power
+                    # before a checkpoint), at a fraction of the cost of a sync per event.
+                    self._db.execute("PRAGMA synchronous = NORMAL")
+                    self._db.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")
+                self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
+        if path is not None:
+            self._hold_reserve(path / RESERVE_FILE)
+
+    def _check(self, file: Path) -> None:
+        """Raise :class:`SpoolDamagedError` unless a spool file small enough to check quickly passes
+        ``PRAGMA quick_check`` (a damaged page or header fails it)."""
+        try:
+            size = file.stat().st_size + _size(Path(f"{file}-wal"))
+        except FileNotFoundError:
+            return
+        if size == 0 or size > QUICK_CHECK_MAX_BYTES:
+            return
+        try:
+            result = [row[0] for row in self._db.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as error:
+            if disk_problem(error) is DiskProblem.DAMAGED:
+                raise SpoolDamagedError(str(error)) from error
+            raise
+        if result != ["ok"]:
+            raise SpoolDamagedError(f"{file} failed its check: {'; '.join(map(str, result[:3]))}")
+
+    @staticmethod
+    def _hold_reserve(file: Path) -> None:
+        """Hold :data:`RESERVE_BYTES` of the disk back, in a file of real blocks (not a sparse one); on a disk
+        already too full for it, hold nothing."""
+        try:
+            if file.is_file() and file.stat().st_size >= RESERVE_BYTES:
+                return
+            with file.open("wb") as reserve:
+                reserve.write(bytes(RESERVE_BYTES))
+                reserve.flush()
+                os.fsync(reserve.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                file.unlink()
+
+    def release_reserve(self) -> bool:
+        """Give the room held back on the disk to the spool (its disk is full): whether there was any."""
+        if self.path is None:
+            return False
+        try:
+            (self.path / RESERVE_FILE).unlink()
+        except OSError:
+            return False
+        return True
 
     @property
     def location(self) -> str:
         return str(self.path) if self.path is not None else "memory"
 
     def close(self) -> None:
+        """Copy the write-ahead log into the main file (so that the main file holds everything, and a log damaged
+        later costs nothing), then close. Never raises: a spool that cannot even be closed cleanly is left as
+        it is, and sqlite recovers it the next time it opens."""
         with self._lock:
-            self._db.close()
+            if self.path is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+
+    def checkpoint(self) -> None:
+        """Copy what the write-ahead log holds into the main file now."""
+        if self.path is not None:
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -180,17 +336,18 @@ class Spool:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO destinations VALUES (?, ?)", (destination, transport))
 
-    def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Dropped:
+    def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
         """Store one event. When the spool is over its size, the oldest query-run events make room."""
         size = len(payload.encode())
         with self._transaction() as db:
-            db.execute(
+            cursor = db.execute(
                 "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (destination, run_id, job, int(application), payload, size, time.time()),
             )
+            event_id = int(cursor.lastrowid or 0)
             total = self._add_bytes(db, size)
-            return self._make_room(db, total) if total > self.max_bytes else Dropped()
+            return Stored(event_id, self._make_room(db, total) if total > self.max_bytes else Dropped())
 
     def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
         dropped = Dropped()
@@ -202,24 +359,29 @@ class Spool:
             total = self._add_bytes(db, -size)
             dropped.count += 1
             dropped.jobs.add(job)
+            dropped.ids.append(event_id)
         return dropped
 
     # --- sending ---------------------------------------------------------------------------------------
 
-    def lease(self, destination: str, owner: str, limit: int, seconds: float) -> list[SpooledEvent]:
+    def lease(
+        self, destination: str, owner: str, limit: int, seconds: float, exclude: Collection[int] = ()
+    ) -> list[SpooledEvent]:
         """Take up to ``limit`` of the oldest events for ``destination`` that nobody is sending, in order,
         for ``seconds``. An event whose run has an earlier event in someone else's hands waits, so that a
-        run's events arrive in order."""
+        run's events arrive in order. Events ``exclude`` names are left where they are (see
+        :mod:`~spark_lineage.delivery.failover`)."""
         now = time.time()
+        skip, skipped = _excluding(exclude)
         with self._transaction() as db:
             self._end_leases_of_ended_processes(db, now)
             rows = db.execute(
                 "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events e "
                 "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ?) "
                 "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id = e.run_id AND f.id < e.id "
-                "AND f.leased_until >= ? AND f.leased_by != ?) "
+                f"AND f.leased_until >= ? AND f.leased_by != ?){skip} "
                 "ORDER BY id LIMIT ?",
-                (destination, now, now, owner, limit),
+                (destination, now, now, owner, *skipped, limit),
             ).fetchall()
             if rows:
                 db.executemany(
@@ -267,8 +429,14 @@ class Spool:
 
     # --- looking ---------------------------------------------------------------------------------------
 
-    def pending(self, destination: str | None = None) -> Pending:
-        where, arguments = ("WHERE destination = ?", (destination,)) if destination else ("", ())
+    def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
+        """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
+        conditions, arguments = (["destination = ?"], [destination]) if destination else ([], [])
+        skip, skipped = _excluding(exclude)
+        if skip:
+            conditions.append(skip.removeprefix(" AND "))
+            arguments.extend(skipped)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         with self._lock:
             count, size = self._db.execute(
                 f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events {where}", arguments
@@ -308,3 +476,17 @@ class Spool:
     def _add_bytes(db: sqlite3.Connection, delta: int) -> int:
         db.execute("UPDATE totals SET value = value + ? WHERE name = 'bytes'", (delta,))
         return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])
+
+
+def _excluding(ids: Collection[int]) -> tuple[str, tuple[str, ...]]:
+    """A condition leaving out the events ``ids`` names, and its argument (one JSON array, whatever the count)."""
+    if not ids:
+        return "", ()
+    return " AND id NOT IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except FileNotFoundError:
+        return 0
