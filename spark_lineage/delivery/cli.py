@@ -1,4 +1,6 @@
-"""``spark-lineage replay``: the command line around :func:`spark_lineage.delivery.replay.replay`."""
+"""``spark-lineage replay``: the command line around :func:`spark_lineage.delivery.replay.replay`, and around
+:func:`spark_lineage.delivery.salvage.salvage` (``--salvage FILE``, and a spool found damaged). It never prints a
+traceback: whatever fails is one line on stderr, and the exit status."""
 
 from __future__ import annotations
 
@@ -10,13 +12,26 @@ from pathlib import Path
 from typing import Any
 
 from spark_lineage.delivery.replay import replay
-from spark_lineage.delivery.spool import SPOOL_FILE, Spool, default_spool_dir
+from spark_lineage.delivery.salvage import salvage
+from spark_lineage.delivery.spool import SPOOL_FILE, DiskProblem, Spool, default_spool_dir, disk_problem, set_aside
 from spark_lineage.delivery.transports import create_client, make_transport
 from spark_lineage.redaction import Redactor, protect_logs
+from spark_lineage.worker import one_line
 
 
-def replay_command(directory: Path | None, confs: Mapping[str, str], timeout: float) -> int:
-    """Deliver the spool's events; print what was sent and what is left. 0 when nothing is left."""
+def replay_command(
+    directory: Path | None, confs: Mapping[str, str], timeout: float, salvaged: Path | None = None
+) -> int:
+    """Deliver the spool's events (those recovered from the damaged file ``salvaged``, when given); print what
+    was sent and what is left. 0 when nothing is left. Never raises."""
+    try:
+        return _replay(directory, confs, timeout, salvaged)
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback
+        print(f"spark-lineage replay: {one_line(error)}", file=sys.stderr)
+        return 2
+
+
+def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, salvaged: Path | None) -> int:
     if not math.isfinite(timeout) or timeout < 0:
         print(
             f"spark-lineage replay: --timeout={timeout} is not valid; accepted: a number of seconds >= 0",
@@ -24,7 +39,7 @@ def replay_command(directory: Path | None, confs: Mapping[str, str], timeout: fl
         )
         return 2
     where = (directory or default_spool_dir()).expanduser()
-    if not (where / SPOOL_FILE).is_file():
+    if salvaged is None and not (where / SPOOL_FILE).is_file():
         print(f"spark-lineage replay: no spool at {where} (nothing was ever left to deliver there)")
         return 0
     try:
@@ -32,7 +47,33 @@ def replay_command(directory: Path | None, confs: Mapping[str, str], timeout: fl
     except Exception as error:  # noqa: BLE001 - a configuration that cannot work is reported, not raised
         print(f"spark-lineage replay: {error}", file=sys.stderr)
         return 2
-    spool = Spool(where)
+    if salvaged is None:
+        try:
+            spool = Spool(where)
+        except Exception as error:  # noqa: BLE001
+            if disk_problem(error) is not DiskProblem.DAMAGED:
+                print(f"spark-lineage replay: cannot open the spool at {where}: {one_line(error)}", file=sys.stderr)
+                return 2
+            salvaged = set_aside(where)
+            print(
+                f"spark-lineage replay: the spool at {where} is damaged ({one_line(error)}): moved it to {salvaged}",
+                file=sys.stderr,
+            )
+    if salvaged is not None:
+        try:
+            recovery = salvage(salvaged)
+        except OSError as error:
+            print(f"spark-lineage replay: cannot salvage {salvaged}: {one_line(error)}", file=sys.stderr)
+            return 2
+        where = recovery.directory
+        if recovery.earlier:
+            print(f"spark-lineage replay: {salvaged} was salvaged before; its events wait in {where}")
+        else:
+            print(
+                f"spark-lineage replay: recovered {recovery.recovered} events from {salvaged} "
+                f"({recovery.unreadable} unreadable; read by {' and '.join(recovery.readers)}) into {where}"
+            )
+        spool = Spool(where)
     before = spool.pending()
     result = replay(spool, transport, timeout)
     spool.close()

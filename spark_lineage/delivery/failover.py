@@ -191,14 +191,19 @@ class FailoverSpool:
             if not store.readable or self._closed:
                 continue
             hidden = self._raw_ids(index, self._hidden)
-            try:
-                events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden)
-                if events:
-                    return [_with_id(event, _encode(event.id, index)) for event in events]
-                if store.spool.pending(destination, exclude=hidden).count:
-                    return []
-            except Exception as error:  # noqa: BLE001
-                self._failed(store, error, "read")
+            for attempt in range(2):
+                try:
+                    events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden)
+                    if events:
+                        return [_with_id(event, _encode(event.id, index)) for event in events]
+                    if store.spool.pending(destination, exclude=hidden).count:
+                        return []
+                    break
+                except Exception as error:  # noqa: BLE001
+                    full = disk_problem(error) is DiskProblem.FULL
+                    self._failed(store, error, "written" if full else "read")
+                    if not (full and attempt == 0):
+                        break
         return []
 
     def acknowledge(self, event_id: int) -> None:
@@ -353,6 +358,9 @@ class FailoverSpool:
                 return
             if doing == "read":
                 store.readable = False
+            if problem is DiskProblem.FULL:
+                # What it holds must still be sent and forgotten, which writes a little: let the log be emptied.
+                store.spool.make_room()
             if store.writable:
                 store.writable = False
                 self._use_memory(f"the spool in {store.spool.path} cannot be {doing} ({one_line(error)})")

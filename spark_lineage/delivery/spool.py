@@ -298,6 +298,17 @@ class Spool:
             with contextlib.suppress(OSError):
                 file.unlink()
 
+    def make_room(self) -> None:
+        """On a full disk: give the room held back to the write-ahead log's checkpoint, so that the log can be
+        emptied and reused (sending and forgetting events writes a little; a log that cannot be checkpointed
+        only grows), then hold back what room there is again. Never raises."""
+        if self.path is None:
+            return
+        self.release_reserve()
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._hold_reserve(self.path / RESERVE_FILE)
+
     def release_reserve(self) -> bool:
         """Give the room held back on the disk to the spool (its disk is full): whether there was any."""
         if self.path is None:
