@@ -295,6 +295,22 @@ def child_process(
                 process.wait()
 
 
+@contextmanager
+def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
+    """A real disk of ``size`` (``1m``): a tmpfs mounted at ``mount_point`` for the block, unmounted after it.
+    Mounting needs root (CI runs as root); elsewhere the test is skipped, saying so."""
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a full disk is a tmpfs of its own, and mounting one needs root")
+    mount_point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)], check=True)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount_point)], check=False)
+
+
 def tail(log: Path) -> str:
     """The end of a server's log, for an error message."""
     return log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.salvage import salvage
 from spark_lineage.delivery.spool import SPOOL_FILE, DiskProblem, Spool, default_spool_dir, disk_problem, set_aside
@@ -49,7 +50,7 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
         return 2
     if salvaged is None:
         try:
-            spool = Spool(where)
+            Spool(where).close()
         except Exception as error:  # noqa: BLE001
             if disk_problem(error) is not DiskProblem.DAMAGED:
                 print(f"spark-lineage replay: cannot open the spool at {where}: {one_line(error)}", file=sys.stderr)
@@ -73,7 +74,8 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
                 f"spark-lineage replay: recovered {recovery.recovered} events from {salvaged} "
                 f"({recovery.unreadable} unreadable; read by {' and '.join(recovery.readers)}) into {where}"
             )
-        spool = Spool(where)
+    # Read as a job's own spool is (a disk found full is read without writing leases on it), never spooled to.
+    spool = FailoverSpool(where, label="spark-lineage replay", setting="--spool", replaying=True)
     before = spool.pending()
     result = replay(spool, transport, timeout)
     spool.close()

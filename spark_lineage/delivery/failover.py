@@ -28,6 +28,7 @@ import dataclasses
 import enum
 import logging
 import threading
+import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,8 +117,11 @@ class FailoverSpool:
         label: str = "spark_lineage",
         memory_reason: str = "python.spool.disabled=true",
         setting: str = "spark.openlineage.python.spool.dir",
+        replaying: bool = False,
     ) -> None:
-        """``label`` starts the warnings; ``setting`` is what the user calls the directory setting."""
+        """``label`` starts the warnings; ``setting`` is what the user calls the directory setting; ``replaying``:
+        only what the spool holds is sent (``spark-lineage replay``), nothing is spooled."""
+        self.replaying = replaying
         self.directory = directory
         self.max_bytes = max_bytes
         self.label = label
@@ -134,6 +138,8 @@ class FailoverSpool:
         self._twins: dict[int, int] = {}
         """An application run's event sent from memory, and its copy in the disk's held-back room."""
         self._destinations: dict[str, str] = {}
+        self._held: dict[int, tuple[str, float]] = {}
+        """Leases kept in memory, on events of a disk too full to write leases on: id -> (owner, until)."""
         self._lock = threading.RLock()
         self._closed = False
         if directory is not None:
@@ -191,33 +197,60 @@ class FailoverSpool:
             if not store.readable or self._closed:
                 continue
             hidden = self._raw_ids(index, self._hidden)
-            for attempt in range(2):
-                try:
+            try:
+                if store.kind is StoreKind.DISK and not store.writable:
+                    events = self._hold(index, store, destination, owner, limit, seconds, hidden)
+                else:
                     events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden)
-                    if events:
-                        return [_with_id(event, _encode(event.id, index)) for event in events]
-                    if store.spool.pending(destination, exclude=hidden).count:
-                        return []
-                    break
-                except Exception as error:  # noqa: BLE001
-                    full = disk_problem(error) is DiskProblem.FULL
-                    self._failed(store, error, "written" if full else "read")
-                    if not (full and attempt == 0):
-                        break
+                if events:
+                    return [_with_id(event, _encode(event.id, index)) for event in events]
+                if store.spool.pending(destination, exclude=hidden).count:
+                    return []
+            except Exception as error:  # noqa: BLE001
+                full = disk_problem(error) is DiskProblem.FULL
+                self._failed(store, error, "written" if full else "read")
+                if full:
+                    return []  # read it without leases from now on
         return []
+
+    def _hold(
+        self, index: int, store: _Store, destination: str, owner: str, limit: int, seconds: float, hidden: list[int]
+    ) -> list[SpooledEvent]:
+        """Lease events of a disk too full to write leases on, in memory: one holder at a time, so a run's
+        events still go in order (other processes cannot spool on that disk either)."""
+        now = time.time()
+        with self._lock:
+            holders = {
+                holder
+                for event_id, (holder, until) in self._held.items()
+                if until >= now and _decode(event_id)[0] == index
+            }
+            if holders - {owner}:
+                return []
+            held = [_decode(event_id)[1] for event_id in self._held if _decode(event_id)[0] == index]
+            events = store.spool.peek(destination, limit, exclude=[*hidden, *held])
+            for event in events:
+                self._held[_encode(event.id, index)] = (owner, now + seconds)
+        return events
 
     def acknowledge(self, event_id: int) -> None:
         """The backend has it: forget it, and count it as delivered if it was this process's."""
         index, raw = _decode(event_id)
         store = self._store(index)
         if store is not None and not self._closed:
-            try:
-                store.spool.acknowledge(raw)
-            except Exception as error:  # noqa: BLE001 - sent all the same: never send it again from here
-                with self._lock:
-                    self._hidden.add(event_id)
-                self._failed(store, error, "written")
+            for attempt in range(2):
+                try:
+                    store.spool.acknowledge(raw)
+                    break
+                except Exception as error:  # noqa: BLE001
+                    if attempt == 0 and disk_problem(error) is DiskProblem.FULL:
+                        store.spool.make_room()  # forgetting an event frees room; its log needs a little first
+                        continue
+                    with self._lock:  # sent all the same: never send it again from here
+                        self._hidden.add(event_id)
+                    self._failed(store, error, "written")
         with self._lock:
+            self._held.pop(event_id, None)
             if self._own.jobs.pop(event_id, None) is not None:
                 self._own.delivered += 1
             twin = self._twins.pop(event_id, None)
@@ -225,10 +258,14 @@ class FailoverSpool:
             self.acknowledge(twin)
 
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
+        with self._lock:
+            for event_id in event_ids:
+                if self._held.get(event_id, ("", 0.0))[0] == owner:
+                    del self._held[event_id]
         for index, raw_ids in _by_store(event_ids).items():
             store = self._store(index)
-            if store is None or not store.readable or self._closed:
-                continue
+            if store is None or not (store.readable and store.writable) or self._closed:
+                continue  # a full disk's events were held in memory, and are let go of above
             tried = [raw for store_index, raw in map(_decode, attempted) if store_index == index]
             try:
                 store.spool.release(raw_ids, owner, attempted=tried)
@@ -238,8 +275,12 @@ class FailoverSpool:
     def release_owned(self, owner: str, in_flight: InFlight | None = None) -> None:
         with self._lock:
             stores = list(enumerate(self._stores))
+            kept = in_flight.event_id if in_flight is not None else None
+            for event_id, (holder, _) in list(self._held.items()):
+                if holder == owner and event_id != kept:
+                    del self._held[event_id]
         for index, store in stores:
-            if not store.readable or self._closed:
+            if not (store.readable and store.writable) or self._closed:
                 continue
             mine = None
             if in_flight is not None and _decode(in_flight.event_id)[0] == index:
@@ -265,6 +306,19 @@ class FailoverSpool:
             count, size = count + part.count, size + part.bytes
             jobs.update(part.jobs)
         return Pending(count, tuple(sorted(jobs)), size)
+
+    def destinations(self) -> dict[str, str | None]:
+        """Every destination with events waiting on a disk that can be read, and the settings kept for it."""
+        found: dict[str, str | None] = {}
+        with self._lock:
+            stores = [store for store in self._stores if store.kind is StoreKind.DISK and store.readable]
+        for store in stores:
+            try:
+                for destination, kept in store.spool.destinations().items():
+                    found[destination] = found.get(destination) or kept
+            except Exception as error:  # noqa: BLE001
+                self._failed(store, error, "read")
+        return found
 
     def fates(self) -> Fates:
         """What became of this process's events so far: call it once the sender has stopped."""
@@ -366,6 +420,14 @@ class FailoverSpool:
                 self._use_memory(f"the spool in {store.spool.path} cannot be {doing} ({one_line(error)})")
 
     def _use_memory(self, why: str, first: bool = False) -> None:
+        if self.replaying:
+            if self.problem is None:
+                self.problem = why
+                _warn_once(
+                    f"{self.label}: {why}: its events are sent all the same, without marking them taken on the disk; "
+                    "free some room there, so that jobs can spool again"
+                )
+            return
         if self.problem is None or first:
             self.problem = why
             readable_disk = any(s.kind is StoreKind.DISK and s.readable for s in self._stores)

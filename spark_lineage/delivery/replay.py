@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
 from spark_lineage.delivery.transports import (
@@ -37,7 +38,7 @@ class ReplayResult:
     """Destinations that could not be tried, and what to do about it."""
 
 
-def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
+def replay(spool: Spool | FailoverSpool, transport: Any | None, timeout: float) -> ReplayResult:
     """Send everything in ``spool`` within ``timeout`` seconds per destination, through ``transport`` when one
     is given, else through each destination's own."""
     errors = ErrorLog("spark-lineage replay")
@@ -45,8 +46,14 @@ def replay(spool: Spool, transport: Any | None, timeout: float) -> ReplayResult:
     problems = []
     for destination, kept in spool.destinations().items():
         target = transport
+        if target is None and kept is None:
+            problems.append(
+                f"{destination}: the spool keeps no settings to reach it; pass --conf spark.openlineage.transport.* "
+                "settings"
+            )
+            continue
         if target is None:
-            settings = json.loads(kept)
+            settings = json.loads(kept or "{}")
             if needs_api_key(settings):
                 api_key = os.environ.get(API_KEY_ENV)
                 if not api_key:

@@ -2,9 +2,10 @@
 
 Two readers, and the events either one recovers:
 
-- **sqlite's own recovery**, the ``.recover`` command of sqlite's command-line shell, where one is installed (the
-  Python build's ``sqlite3`` module has no recovery of its own): it reads every page that is still a page and
-  rebuilds what it can;
+- **sqlite's own recovery**, the ``.recover`` command of sqlite's command-line shell, where one is installed and
+  its sqlite has what ``.recover`` reads pages with (the ``sqlite_dbpage`` table; Python's ``sqlite3`` module has
+  no recovery of its own, and Debian's shell lacks it): it reads every page that is still a page and rebuilds what
+  it can;
 - **row by row**, always: every event id the file still knows (from the table and from each of its indexes, and
   every id up to the highest one handed out), each read on its own, so that a damaged page costs the events on it
   and no others.
@@ -145,14 +146,14 @@ def _recovered_by_sqlite(file: Path, shell: str) -> tuple[list[_Row], dict[str, 
             )
             if not dump.stdout:
                 return None
-            load = subprocess.run(
+            subprocess.run(
                 [shell, str(rebuilt)], input=dump.stdout, capture_output=True, timeout=RECOVER_TIMEOUT_SECONDS,
                 check=False,
             )  # fmt: skip
         except (OSError, subprocess.SubprocessError):
             return None
-        if load.returncode != 0 and not rebuilt.is_file():
-            return None
+        if dump.returncode != 0 or b"sql error" in dump.stderr.lower() or not rebuilt.is_file():
+            return None  # a shell whose sqlite lacks what .recover reads pages with (the dbpage table) says so
         try:
             with _read_only(rebuilt) as db:
                 rows = [row for row in map(_valid, _fetch(db, f"SELECT {_EVENT_COLUMNS} FROM events")) if row]

@@ -30,15 +30,18 @@ from __future__ import annotations
 import contextlib
 import datetime
 import enum
+import functools
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SPOOL_FILE = "spool.sqlite"
@@ -136,6 +139,31 @@ def set_aside(directory: Path, clock: float | None = None) -> Path:
             else:  # the log's index is rebuilt from the log: a stale one must not describe the fresh file
                 os.remove(directory / (SPOOL_FILE + side))
     return base
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _reclaiming(*, reserve: bool) -> Callable[[_Method], _Method]:
+    """A write that fails for a full disk is tried once more after :meth:`Spool.make_room`: a write-ahead log that
+    could not be checkpointed grows until the disk is full, and emptying it is often all the room a write needs.
+    ``reserve``: the write may use the room held back (sending and forgetting events may; spooling new ones may
+    not, or a full disk would take that room from the events that end application runs)."""
+
+    def reclaiming(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def write(self: Spool, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.OperationalError as error:
+                if self.path is None or disk_problem(error) is not DiskProblem.FULL:
+                    raise
+                self.make_room(reserve=reserve)
+                return method(self, *args, **kwargs)
+
+        return write  # type: ignore[return-value]
+
+    return reclaiming
 
 
 def default_spool_dir() -> Path:
@@ -281,7 +309,8 @@ class Spool:
                 raise SpoolDamagedError(str(error)) from error
             raise
         if result != ["ok"]:
-            raise SpoolDamagedError(f"{file} failed its check: {'; '.join(map(str, result[:3]))}")
+            found = [str(line) for line in result if not str(line).startswith("***")][:1]
+            raise SpoolDamagedError(f"sqlite's quick_check failed: {found[0] if found else 'damaged'}")
 
     @staticmethod
     def _hold_reserve(file: Path) -> None:
@@ -298,16 +327,21 @@ class Spool:
             with contextlib.suppress(OSError):
                 file.unlink()
 
-    def make_room(self) -> None:
+    def make_room(self, reserve: bool = True) -> None:
         """On a full disk: give the room held back to the write-ahead log's checkpoint, so that the log can be
         emptied and reused (sending and forgetting events writes a little; a log that cannot be checkpointed
-        only grows), then hold back what room there is again. Never raises."""
+        only grows). The room is held back again only where the disk has plenty left (the log had merely grown):
+        on a disk that is really full, it is what lets events be forgotten once sent, and the events that end
+        application runs be spooled. ``reserve=False``: only empty the log. Never raises."""
         if self.path is None:
             return
-        self.release_reserve()
+        if reserve:
+            self.release_reserve()
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._hold_reserve(self.path / RESERVE_FILE)
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(self.path).free >= 4 * RESERVE_BYTES:
+                self._hold_reserve(self.path / RESERVE_FILE)
 
     def release_reserve(self) -> bool:
         """Give the room held back on the disk to the spool (its disk is full): whether there was any."""
@@ -342,11 +376,13 @@ class Spool:
 
     # --- writing ---------------------------------------------------------------------------------------
 
+    @_reclaiming(reserve=False)
     def remember_destination(self, destination: str, transport: str) -> None:
         """Keep how to reach ``destination`` (its transport settings, without secrets), for a replay."""
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO destinations VALUES (?, ?)", (destination, transport))
 
+    @_reclaiming(reserve=False)
     def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
         """Store one event. When the spool is over its size, the oldest query-run events make room."""
         size = len(payload.encode())
@@ -401,6 +437,26 @@ class Spool:
                 )
         return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
 
+    def peek(self, destination: str, limit: int, exclude: Collection[int] = ()) -> list[SpooledEvent]:
+        """The oldest events for ``destination`` that no other live process holds, in order, without leasing
+        them: what a sender reads from a spool whose disk is too full to write leases on (leasing rewrites each
+        event's row), keeping its leases in memory instead (:mod:`~spark_lineage.delivery.failover`). Leases of
+        this process are ignored: they are its own, which that disk could not take back."""
+        now = time.time()
+        skip, skipped = _excluding(exclude)
+        ours = lease_owner("")
+        with self._lock:
+            holders = [owner for (owner,) in self._db.execute(LEASE_HOLDERS, (now,)).fetchall()]
+            free = json.dumps([owner for owner in holders if owner.startswith(ours) or _owner_ended(owner)])
+            rows = self._db.execute(
+                "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events "
+                "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ? "
+                f"OR leased_by IN (SELECT value FROM json_each(?))){skip} ORDER BY id LIMIT ?",
+                (destination, now, free, *skipped, limit),
+            ).fetchall()
+        return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
+
+    @_reclaiming(reserve=True)
     def acknowledge(self, event_id: int) -> None:
         """The backend has it: forget it."""
         with self._transaction() as db:
@@ -409,6 +465,7 @@ class Spool:
                 db.execute("DELETE FROM events WHERE id = ?", (event_id,))
                 self._add_bytes(db, -row[0])
 
+    @_reclaiming(reserve=True)
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
         """Give back events ``owner`` leased, unsent; ``attempted`` ones were tried and count an attempt. An
         event that is no longer ``owner``'s (a closed sender's send that ended late) stays with whoever has it
@@ -422,6 +479,7 @@ class Spool:
                 [(event_id, owner) for event_id in event_ids],
             )
 
+    @_reclaiming(reserve=True)
     def release_owned(self, owner: str, in_flight: InFlight | None = None) -> None:
         """Give back every event ``owner`` still holds (a sender that stops), except the one ``in_flight``:
         its request may still reach the backend, so it stays leased until that request has surely ended, and
@@ -455,12 +513,13 @@ class Spool:
             jobs = self._db.execute(f"SELECT DISTINCT job FROM events {where} ORDER BY job", arguments).fetchall()
         return Pending(int(count), tuple(job for (job,) in jobs), int(size))
 
-    def destinations(self) -> dict[str, str]:
-        """Every destination with events waiting, and the transport settings kept for it."""
+    def destinations(self) -> dict[str, str | None]:
+        """Every destination with events waiting, and the transport settings kept for it (``None``: none were
+        kept, or they could not be read back from a damaged file)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT d.destination, d.transport FROM destinations d "
-                "WHERE EXISTS (SELECT 1 FROM events e WHERE e.destination = d.destination)"
+                "SELECT e.destination, d.transport FROM (SELECT DISTINCT destination FROM events) e "
+                "LEFT JOIN destinations d ON d.destination = e.destination ORDER BY e.destination"
             ).fetchall()
         return dict(rows)
 
@@ -472,10 +531,12 @@ class Spool:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                # Inside: a COMMIT that fails (a full disk) must not leave the transaction open for the next one.
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     @staticmethod
     def _end_leases_of_ended_processes(db: sqlite3.Connection, now: float) -> None:
