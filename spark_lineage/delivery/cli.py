@@ -14,7 +14,7 @@ from typing import Any
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.salvage import salvage
 from spark_lineage.delivery.spool import SPOOL_FILE, DiskProblem, Spool, default_spool_dir, disk_problem, set_aside
-from spark_lineage.delivery.transports import create_client, make_transport
+from spark_lineage.delivery.transports import CONF_TRANSPORT, ReplaySecrets, create_client, make_transport
 from spark_lineage.redaction import Redactor, protect_logs
 from spark_lineage.worker import one_line
 
@@ -42,10 +42,16 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
     if salvaged is None and not (where / SPOOL_FILE).is_file():
         print(f"spark-lineage replay: no spool at {where} (nothing was ever left to deliver there)")
         return 0
+    redactor = Redactor()
+    protect_logs(redactor)
+    ReplaySecrets.gathered(confs).teach(redactor)
     try:
+        # What the spool does not keep (url parameters, headers, an api key), known before anything is logged.
+        secrets = ReplaySecrets.gathered(confs, _client_transport_settings())
+        secrets.teach(redactor)
         transport = _configured_transport(confs)
     except Exception as error:  # noqa: BLE001 - a configuration that cannot work is reported, not raised
-        print(f"spark-lineage replay: {error}", file=sys.stderr)
+        print(f"spark-lineage replay: {redactor.text(str(error))}", file=sys.stderr)
         return 2
     if salvaged is None:
         try:
@@ -75,7 +81,7 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
             )
         spool = Spool(where)
     before = spool.pending()
-    result = replay(spool, transport, timeout)
+    result = replay(spool, transport, timeout, secrets)
     spool.close()
     for problem in result.problems:
         print(f"spark-lineage replay: {problem}", file=sys.stderr)
@@ -90,24 +96,36 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
 
 def _configured_transport(confs: Mapping[str, str]) -> Any | None:
     """The transport ``--conf`` keys or openlineage-python's own configuration name; ``None`` when neither
-    names one (then each event's own destination is used)."""
+    names one (then each event's own destination is used). ``--conf`` keys that only give secrets (url
+    parameters, headers, an api key: :meth:`ReplaySecrets.is_key`) name no transport: they complete each
+    destination's own."""
     from spark_lineage import config
 
     spark_keys = {key: value for key, value in confs.items() if key.startswith(config.CONF_PREFIX)}
+    if not any(key.startswith(CONF_TRANSPORT) and not ReplaySecrets.is_key(key) for key in spark_keys):
+        spark_keys = {key: value for key, value in spark_keys.items() if not ReplaySecrets.is_key(key)}
     if spark_keys:
         settings = config.resolve(spark_keys)
         if settings.transport is not None:
             redactor = Redactor(settings.redaction_pattern)
             protect_logs(redactor)
             return create_client(settings, redactor).transport
+    own = _client_transport_settings()
+    redactor = Redactor()
+    protect_logs(redactor)
+    if own.get("type"):
+        redactor.learn_from_transport(own)
+        return make_transport(own)
+    if os.environ.get("OPENLINEAGE_URL"):
+        return create_client(config.resolve({}), redactor).transport  # learns the url's secrets
+    return None
+
+
+def _client_transport_settings() -> dict[str, Any]:
+    """openlineage-python's own transport settings (``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``)."""
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport.noop import NoopConfig, NoopTransport
 
     # A client with a transport given reads openlineage.yml and OPENLINEAGE__* without resolving (and
     # announcing) a fallback transport of its own.
-    own = OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport or {}
-    if own.get("type"):
-        return make_transport(own)
-    if os.environ.get("OPENLINEAGE_URL"):
-        return OpenLineageClient().transport
-    return None
+    return dict(OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport or {})
