@@ -26,6 +26,7 @@ from openlineage.client import OpenLineageClient
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
 from spark_lineage.delivery import create_client, open_spool, where_events_go
+from spark_lineage.delivery.transports import learn_secrets
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor, protect_logs
 
@@ -144,6 +145,7 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     # A transport that cannot work is refused here, not in the helper process; a spool that cannot be kept on
     # disk is said here once, and events are held in memory (see spark_lineage.delivery.failover).
     transport = (client or create_client(config, redactor)).transport
+    learn_secrets(redactor, transport)  # a client passed in: its url parameters, headers and api key
     spool = open_spool(config, SPOOL_DIR_OPTION, label="iceberg_facets")
     spool.close()
     handle = IcebergLineageHandle(runtime.start(config, client, job_name, delivery, redactor))

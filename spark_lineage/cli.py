@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KEY=VALUE",
         help="a spark.openlineage.transport.* conf naming where to send (repeatable); without one, the "
-        "openlineage-python configuration (openlineage.yml, OPENLINEAGE_URL) or each event's own destination",
+        "openlineage-python configuration (openlineage.yml, OPENLINEAGE_URL) or each event's own destination, "
+        "whose secrets the spool does not keep: give them as spark.openlineage.transport.urlParams.<name>, "
+        "headers.<name> or auth.apiKey confs",
     )
     replay.add_argument("--timeout", type=float, default=60.0, help="seconds to keep trying each backend")
     replay.add_argument(

@@ -145,6 +145,10 @@ class LineageReceiver:
         self.requests = 0
         self.authorizations: list[str | None] = []
         """The Authorization header of each request, in arrival order."""
+        self.paths: list[str] = []
+        """The path of each request, with its query (url parameters), in arrival order."""
+        self.headers: list[dict[str, str]] = []
+        """The headers of each request, in arrival order."""
         self.events_answered = 0
         self._before_reply = before_reply
         self._lock = threading.Lock()
@@ -173,9 +177,14 @@ class LineageReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if receiver._server is not self.server:  # stopped: a kept-alive connection is dropped too
+                    self.close_connection = True
+                    return
                 with receiver._lock:
                     receiver.requests += 1
                     receiver.authorizations.append(self.headers.get("Authorization"))
+                    receiver.paths.append(self.path)
+                    receiver.headers.append(dict(self.headers.items()))
                     refused = receiver.requests <= receiver.refuse_first
                 if refused:
                     self._answer(503)

@@ -15,7 +15,7 @@ from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.salvage import salvage
 from spark_lineage.delivery.spool import SPOOL_FILE, DiskProblem, Spool, default_spool_dir, disk_problem, set_aside
-from spark_lineage.delivery.transports import create_client, make_transport
+from spark_lineage.delivery.transports import CONF_TRANSPORT, ReplaySecrets, create_client, make_transport
 from spark_lineage.redaction import Redactor, protect_logs
 from spark_lineage.worker import one_line
 
@@ -25,14 +25,18 @@ def replay_command(
 ) -> int:
     """Deliver the spool's events (those recovered from the damaged file ``salvaged``, when given); print what
     was sent and what is left. 0 when nothing is left. Never raises."""
+    redactor = Redactor()
+    protect_logs(redactor)
     try:
-        return _replay(directory, confs, timeout, salvaged)
-    except Exception as error:  # noqa: BLE001 - one line, never a traceback
-        print(f"spark-lineage replay: {one_line(error)}", file=sys.stderr)
+        return _replay(directory, confs, timeout, salvaged, redactor)
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback, never a secret
+        print(f"spark-lineage replay: {redactor.text(one_line(error))}", file=sys.stderr)
         return 2
 
 
-def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, salvaged: Path | None) -> int:
+def _replay(
+    directory: Path | None, confs: Mapping[str, str], timeout: float, salvaged: Path | None, redactor: Redactor
+) -> int:
     if not math.isfinite(timeout) or timeout < 0:
         print(
             f"spark-lineage replay: --timeout={timeout} is not valid; accepted: a number of seconds >= 0",
@@ -43,10 +47,14 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
     if salvaged is None and not (where / SPOOL_FILE).is_file():
         print(f"spark-lineage replay: no spool at {where} (nothing was ever left to deliver there)")
         return 0
+    ReplaySecrets.gathered(confs).teach(redactor)
     try:
+        # What the spool does not keep (url parameters, headers, an api key), known before anything is logged.
+        secrets = ReplaySecrets.gathered(confs, _client_transport_settings())
+        secrets.teach(redactor)
         transport = _configured_transport(confs)
     except Exception as error:  # noqa: BLE001 - a configuration that cannot work is reported, not raised
-        print(f"spark-lineage replay: {error}", file=sys.stderr)
+        print(f"spark-lineage replay: {redactor.text(str(error))}", file=sys.stderr)
         return 2
     if salvaged is None:
         try:
@@ -77,7 +85,7 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
     # Read as a job's own spool is (a disk found full is read without writing leases on it), never spooled to.
     spool = FailoverSpool(where, label="spark-lineage replay", setting="--spool", replaying=True)
     before = spool.pending()
-    result = replay(spool, transport, timeout)
+    result = replay(spool, transport, timeout, secrets)
     spool.close()
     for problem in result.problems:
         print(f"spark-lineage replay: {problem}", file=sys.stderr)
@@ -92,24 +100,36 @@ def _replay(directory: Path | None, confs: Mapping[str, str], timeout: float, sa
 
 def _configured_transport(confs: Mapping[str, str]) -> Any | None:
     """The transport ``--conf`` keys or openlineage-python's own configuration name; ``None`` when neither
-    names one (then each event's own destination is used)."""
+    names one (then each event's own destination is used). ``--conf`` keys that only give secrets (url
+    parameters, headers, an api key: :meth:`ReplaySecrets.is_key`) name no transport: they complete each
+    destination's own."""
     from spark_lineage import config
 
     spark_keys = {key: value for key, value in confs.items() if key.startswith(config.CONF_PREFIX)}
+    if not any(key.startswith(CONF_TRANSPORT) and not ReplaySecrets.is_key(key) for key in spark_keys):
+        spark_keys = {key: value for key, value in spark_keys.items() if not ReplaySecrets.is_key(key)}
     if spark_keys:
         settings = config.resolve(spark_keys)
         if settings.transport is not None:
             redactor = Redactor(settings.redaction_pattern)
             protect_logs(redactor)
             return create_client(settings, redactor).transport
+    own = _client_transport_settings()
+    redactor = Redactor()
+    protect_logs(redactor)
+    if own.get("type"):
+        redactor.learn_from_transport(own)
+        return make_transport(own)
+    if os.environ.get("OPENLINEAGE_URL"):
+        return create_client(config.resolve({}), redactor).transport  # learns the url's secrets
+    return None
+
+
+def _client_transport_settings() -> dict[str, Any]:
+    """openlineage-python's own transport settings (``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``)."""
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport.noop import NoopConfig, NoopTransport
 
     # A client with a transport given reads openlineage.yml and OPENLINEAGE__* without resolving (and
     # announcing) a fallback transport of its own.
-    own = OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport or {}
-    if own.get("type"):
-        return make_transport(own)
-    if os.environ.get("OPENLINEAGE_URL"):
-        return OpenLineageClient().transport
-    return None
+    return dict(OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport or {})
