@@ -8,18 +8,19 @@ What the process did last decides it:
 - SIGTERM: FAIL, ended inside the signal handler (the terminal event spooled before anything is sent, so a
   later ``spark-lineage replay`` delivers it even when the process dies mid-send), then the signal goes on to
   whatever handled it before: the default action ends the process as it would have without us;
-- the JVM ended while the process ran (:data:`JVM_ENDED`): FAIL, "the JVM ended";
+- the JVM ended while the process ran (:data:`JVM_ENDED`): FAIL, ``the JVM ended``, whatever the job raised
+  after (its next Spark call fails);
 - otherwise: COMPLETE.
 
-The JVM can end first: under ``spark-submit`` the JVM is the Python driver's parent, and YARN or Kubernetes
-stopping the application, or the kernel's OOM killer, SIGTERM or SIGKILL that JVM alone. Spark's
-``PythonRunner`` then sends the Python driver no signal (on SIGTERM the JVM's shutdown hooks stop the
-SparkContext and the JVM exits): the driver lives on with its gateway gone. A watch on the gateway
-(:mod:`spark_lineage.jvm.watch`) sees the JVM's process end, and :func:`jvm_ended` says how the runs end: at
-once, as FAIL with the message "the JVM ended", terminal event spooled first, and no call to the JVM made
-after. Unless the process's own ending already speaks for it: a SIGTERM or SIGINT the driver got too (one signal
-to the whole process group ends both: its message stays), or an exit under way (after the main thread has
-finished, the JVM ending is no failure of the job, and the exit decides, COMPLETE included).
+The JVM can end first: under ``spark-submit`` the JVM is the Python driver's parent, and Kubernetes stopping
+the application, or the kernel's OOM killer, SIGTERM or SIGKILL that JVM alone. Spark's
+``PythonRunner`` then sends the driver no signal (on SIGTERM the JVM's shutdown hooks stop the SparkContext and
+the JVM exits): the driver lives on, its gateway gone. A watch on the gateway (:mod:`spark_lineage.jvm.watch`)
+sees the JVM's process end, and :func:`jvm_ended` says how the runs end: at once, as FAIL ``the JVM ended``,
+terminal event spooled first, with no JVM call after. Unless the process's own ending speaks for it: a SIGTERM
+or SIGINT the driver got too (one signal to a whole process group ends both; its ending stays), or an exit
+under way (the main thread has finished: the JVM ending then is no failure of the job, and the exit decides,
+COMPLETE included).
 
 ``os._exit`` and SIGKILL run no Python code: the application run then gets no ending, and queries Spark had
 not yet handed to the listener, or that were still being analysed, are lost (the spool keeps everything that
