@@ -288,7 +288,7 @@ class LineageRuntime:
         if lost:
             log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
         if self._unread:
-            log.warning("spark_lineage: %d finished queries or jobs went unreported: the JVM ended first", self._unread)
+            log.warning("spark_lineage: %d lineage items went unreported: the JVM ended first", self._unread)
         self.errors.summarize(skip=undelivered)
         try:
             self.client.close(max(deadline.seconds() or 0.0, 0.0))
