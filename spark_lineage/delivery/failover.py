@@ -29,7 +29,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,7 +196,7 @@ class FailoverSpool:
         for index, store in stores:
             if not store.readable or self._closed:
                 continue
-            hidden = self._raw_ids(index, self._hidden)
+            hidden = self._hidden_in(index)
             try:
                 if store.kind is StoreKind.DISK and not store.writable:
                     events = self._hold(index, store, destination, owner, limit, seconds, hidden)
@@ -299,7 +299,7 @@ class FailoverSpool:
             if not store.readable or self._closed:
                 continue
             try:
-                part = store.spool.pending(destination, exclude=self._raw_ids(index, self._hidden))
+                part = store.spool.pending(destination, exclude=self._hidden_in(index))
             except Exception as error:  # noqa: BLE001
                 self._failed(store, error, "read")
                 continue
@@ -497,9 +497,10 @@ class FailoverSpool:
         with self._lock:
             return self._stores[index] if index < len(self._stores) else None
 
-    @staticmethod
-    def _raw_ids(index: int, ids: Collection[int]) -> list[int]:
-        return [raw for store_index, raw in map(_decode, list(ids)) if store_index == index]
+    def _hidden_in(self, index: int) -> list[int]:
+        """The ids, in store ``index``, of the events this process must not send from there."""
+        with self._lock:
+            return [raw for store_index, raw in map(_decode, self._hidden) if store_index == index]
 
 
 def _warn_once(message: str) -> None:
