@@ -64,7 +64,9 @@ def open_delivery(
     process lives."""
     client = client or create_client(config, redactor)
     try:
-        return Delivery(client, open_spool(config), errors, redactor, "iceberg_facets", config.producer)
+        return Delivery(
+            client, open_spool(config), errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency
+        )
     except (ConfigError, OSError, sqlite3.Error) as error:
         log.warning(
             "iceberg_facets: cannot use the lineage spool (%r); events are held in memory until sent, and lost "
@@ -72,7 +74,9 @@ def open_delivery(
             error,
         )
         memory = Spool(None, config.spool_max_bytes)
-        return Delivery(client, memory, errors, redactor, "iceberg_facets", config.producer)
+        return Delivery(
+            client, memory, errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency
+        )
 
 
 class RunAssembler:
