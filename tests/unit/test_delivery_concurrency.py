@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pty
+import select
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -21,7 +26,7 @@ from openlineage.client.transport.file import FileConfig, FileTransport
 from spark_lineage.delivery.sender import Sender, lane_transports
 from spark_lineage.delivery.spool import NEXT_BARRIER, SPOOL_FILE, Spool
 from spark_lineage.worker import ErrorLog
-from tests.support import LineageReceiver
+from tests.support import REPO_ROOT, LineageReceiver
 from tests.unit.test_spool import _event as spool_event
 from tests.unit.test_spool import _http, _put
 
@@ -234,5 +239,126 @@ def test_lineage_receiver_answers_requests_in_parallel() -> None:
         for thread in threads:
             thread.join(30)
         assert receiver.most_in_flight == 4 and len(receiver.events) == 4
+    finally:
+        receiver.close()
+
+
+# --- replay --------------------------------------------------------------------------------------------------
+
+
+def _spooled(directory: Path, destination: str, settings: dict[str, Any]) -> Spool:
+    spool = Spool(directory)
+    spool.remember_destination(destination, json.dumps(settings))
+    for run in range(3):
+        _put(spool, _event(run, RunState.START), destination)
+    return spool
+
+
+def _replay(spool: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spark_lineage.cli", "replay", "--spool", str(spool), "--timeout", "30", *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [
+        (
+            401,
+            "Unauthorized: check the credentials (OPENLINEAGE_API_KEY, or --conf spark.openlineage.transport.auth.*)",
+        ),
+        (404, "Not Found: check the url and endpoint (--conf spark.openlineage.transport.url, .endpoint)"),
+    ],
+)
+def test_replay_stops_at_once_on_an_answer_that_will_not_heal_naming_the_url_it_tried(
+    tmp_path: Path, status: int, hint: str
+) -> None:
+    """The events were spooled for another URL; replay sends to the one --conf names, with a secret urlParams
+    value: one request, then one line naming the URL tried (its query's values left out) and the status."""
+    receiver = LineageReceiver(status=status)
+    spool_dir = tmp_path / "spool"
+    try:
+        _spooled(spool_dir, "http http://old-host:5000/api/v1/lineage", {"type": "http", "url": "http://old-host:5000"})
+        result = _replay(
+            spool_dir,
+            "--conf",
+            f"spark.openlineage.transport.url={receiver.url}",
+            "--conf",
+            "spark.openlineage.transport.type=http",
+            "--conf",
+            "spark.openlineage.transport.urlParams.code=Planted-Secret-77",
+        )
+        assert receiver.requests == 1
+    finally:
+        receiver.close()
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"spark-lineage replay: stopped: {receiver.url}/api/v1/lineage?code=*********(redacted) answered HTTP "
+        f"{status} {hint}\n"
+    )
+    assert result.stdout == (
+        f"spark-lineage replay: 0 of 3 events delivered from {spool_dir}; 3 left (jobs default/job_0, "
+        "default/job_1, default/job_2), kept in the spool\n"
+    )
+    assert Spool(spool_dir).pending().count == 3
+
+
+def _replay_on_a_terminal(spool: Path) -> tuple[int, str]:
+    """``spark-lineage replay`` with stderr on a pseudo-terminal (stdout a pipe): its exit status, and what the
+    terminal showed."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spark_lineage.cli", "replay", "--spool", str(spool), "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        cwd=REPO_ROOT,
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([controller], [], [], 90)
+        if not ready:
+            break
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # the terminal's other end closed: the process ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    process.communicate(timeout=30)
+    return process.returncode, shown.decode()
+
+
+def test_replay_shows_its_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    receiver = LineageReceiver(delay_seconds=0.3)
+    spool_dir = tmp_path / "spool"
+    try:
+        destination = f"http {receiver.url}/api/v1/lineage"
+        settings = {"type": "http", "url": receiver.url}
+        spool = _spooled(spool_dir, destination, settings)
+        for run in range(3, 12):
+            _put(spool, _event(run, RunState.START), destination)
+        status, shown = _replay_on_a_terminal(spool_dir)
+        assert status == 0
+        updates = [part for part in shown.split("\r") if part.startswith("spark-lineage replay:")]
+        assert updates, shown
+        # 12 events of 0.3 s, 4 at a time: about a second, a progress line every quarter of one
+        for update in updates:
+            done, left, rate = update.removesuffix("\x1b[K").split(": ", 1)[1].split(", ")
+            assert done.endswith(" delivered") and left.endswith(" left") and rate.endswith(" events/s")
+        assert updates[-1].startswith("spark-lineage replay: 12 delivered, 0 left, ")
+        assert shown.endswith("\r\x1b[K")  # the progress is cleared at the end
+        _spooled(spool_dir, destination, settings)
+        result = _replay(spool_dir)
+        assert (result.returncode, result.stderr) == (0, "")
+        assert result.stdout == f"spark-lineage replay: 3 of 3 events delivered from {spool_dir}\n"
     finally:
         receiver.close()
