@@ -23,7 +23,7 @@ import pytest
 from openlineage.client.event_v2 import RunEvent, RunState
 from openlineage.client.transport.file import FileConfig, FileTransport
 
-from spark_lineage.delivery.sender import Sender, lane_transports
+from spark_lineage.delivery.sender import Backoff, Sender, lane_transports
 from spark_lineage.delivery.spool import NEXT_BARRIER, SPOOL_FILE, Spool
 from spark_lineage.worker import ErrorLog
 from tests.support import REPO_ROOT, LineageReceiver
@@ -222,6 +222,60 @@ def test_a_backend_taking_2_s_per_request_gets_200_events_in_run_order_within_th
         running = arrivals[f"job_{run}"][1:4]
         assert running == sorted(running), (run, running)
     assert took < bound
+
+
+def test_a_backend_failing_under_four_requests_is_reported_once_and_paused_once(tmp_path: Path) -> None:
+    """The first request goes alone and succeeds; the four sent next at once all get HTTP 503. That is one
+    failure of the backend: reported once, one pause, then one request alone (it succeeds) before the rest."""
+    four_at_once = threading.Barrier(4, action=lambda: setattr(receiver, "status", 503), timeout=30)
+    answered = []
+    lock = threading.Lock()
+
+    def before_reply() -> None:
+        with lock:
+            answered.append(len(answered) + 1)
+            number = answered[-1]
+        if 2 <= number <= 5:
+            four_at_once.wait()
+        elif number == 6:
+            receiver.status = 200
+
+    receiver = LineageReceiver(before_reply=before_reply)
+    spool = Spool(tmp_path)
+    try:
+        for run in range(8):
+            _put(spool, _event(run, RunState.START))
+        errors = ErrorLog()
+        sender = Sender(
+            spool, "http test", _http(receiver.url), errors, backoff=Backoff(first=0.1, most=0.2), concurrency=4
+        )
+        assert sender.close(60)
+    finally:
+        receiver.close()
+    assert errors.counts == {"delivering to http test: HTTP 503": 1}
+    assert receiver.requests == 8 + 4
+    assert {key[0] for key in receiver.copies()} == {f"0195f5b6-0000-7000-8000-{run:012d}" for run in range(8)}
+
+
+def test_events_in_the_middle_of_their_sends_are_not_sent_again_by_the_next_sender(tmp_path: Path) -> None:
+    """The sender closes while four requests are under way: each of those events stays leased until its request
+    ends, and the next sender (a replay, the next enable()) sends only the others."""
+    receiver = LineageReceiver(delay_seconds=2)
+    spool = Spool(tmp_path)
+    try:
+        for run in range(8):
+            _put(spool, _event(run, RunState.START))
+        first = Sender(spool, "http test", _http(receiver.url, timeout=5), ErrorLog(), concurrency=4)
+        deadline = time.monotonic() + 30
+        while receiver.in_flight < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert receiver.in_flight == 4
+        assert not first.close(0)
+        assert Sender(spool, "http test", _http(receiver.url, timeout=5), ErrorLog(), concurrency=4).close(60)
+        copies = receiver.copies()
+    finally:
+        receiver.close()
+    assert len(copies) == 8 and set(copies.values()) == {1}
 
 
 def test_lineage_receiver_answers_requests_in_parallel() -> None:
