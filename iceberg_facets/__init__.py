@@ -26,6 +26,7 @@ from openlineage.client import OpenLineageClient
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
 from spark_lineage.delivery import create_client, open_spool, where_events_go
+from spark_lineage.delivery.transports import learn_secrets
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor, protect_logs
 
@@ -116,8 +117,9 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
       process. A passed ``client`` is always used from a thread here, its transport sending.
 
     Calling it again while enabled returns the same handle. With ``disabled=True`` or
-    ``OPENLINEAGE_DISABLED=true`` it does nothing. A bad option, a transport that cannot be made or a spool
-    directory that cannot be written raises :class:`ConfigError` naming it.
+    ``OPENLINEAGE_DISABLED=true`` it does nothing. A bad option or a transport that cannot be made raises
+    :class:`ConfigError` naming it; a spool directory that cannot be written is a warning, and events are then held
+    in memory until sent.
     """
     from iceberg_facets import runtime
 
@@ -142,9 +144,11 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     job_name = config.app_name or runtime.default_job_name()
     redactor = Redactor(config.redaction_pattern)
     protect_logs(redactor)
-    # A transport or a spool that cannot work is refused here, not in the helper process.
+    # A transport that cannot work is refused here, not in the helper process; a spool that cannot be kept on
+    # disk is said here once, and events are held in memory (see spark_lineage.delivery.failover).
     transport = (client or create_client(config, redactor)).transport
-    spool = open_spool(config, SPOOL_DIR_OPTION)
+    learn_secrets(redactor, transport)  # a client passed in: its url parameters, headers and api key
+    spool = open_spool(config, SPOOL_DIR_OPTION, label="iceberg_facets")
     spool.close()
     handle = IcebergLineageHandle(runtime.start(config, client, job_name, delivery, redactor))
     log.info(

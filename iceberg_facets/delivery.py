@@ -18,7 +18,6 @@ import contextlib
 import logging
 import os
 import select
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -34,8 +33,8 @@ from iceberg_facets.events import IcebergEventBuilder, RunIdentity
 from iceberg_facets.items import Close, Committed, Flush, Item, RunEnded, RunStarted, Scanned, TableChanged
 from iceberg_facets.pipe import frame, write_all
 from iceberg_facets.records import RunRecord
-from spark_lineage.config import ConfigError, LineageConfig
-from spark_lineage.delivery import Delivery, Spool, create_client, open_spool
+from spark_lineage.config import LineageConfig
+from spark_lineage.delivery import Delivery, create_client, open_spool
 from spark_lineage.events import new_run_id
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
@@ -59,24 +58,11 @@ def open_delivery(
     config: LineageConfig, client: OpenLineageClient | None, redactor: Redactor, errors: ErrorLog
 ) -> Delivery:
     """The spooled delivery ``config`` describes, sending through ``client``'s transport (default: the client
-    ``config`` describes). ``enable()`` has refused a spool that cannot be kept; one that breaks after that
-    (its directory removed) is replaced by one in memory, with a warning: lineage still flows while the
-    process lives."""
+    ``config`` describes). A spool that cannot be kept on disk (or breaks later) is replaced by one in memory, with
+    a warning (:mod:`spark_lineage.delivery.failover`): lineage still flows while the process lives."""
     client = client or create_client(config, redactor)
-    try:
-        return Delivery(
-            client, open_spool(config), errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency
-        )
-    except (ConfigError, OSError, sqlite3.Error) as error:
-        log.warning(
-            "iceberg_facets: cannot use the lineage spool (%r); events are held in memory until sent, and lost "
-            "if the process ends first",
-            error,
-        )
-        memory = Spool(None, config.spool_max_bytes)
-        return Delivery(
-            client, memory, errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency
-        )
+    spool = open_spool(config, "iceberg_facets.enable() option spool_dir", label="iceberg_facets")
+    return Delivery(client, spool, errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency)
 
 
 class RunAssembler:

@@ -56,9 +56,18 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KEY=VALUE",
         help="a spark.openlineage.transport.* conf naming where to send (repeatable); without one, the "
-        "openlineage-python configuration (openlineage.yml, OPENLINEAGE_URL) or each event's own destination",
+        "openlineage-python configuration (openlineage.yml, OPENLINEAGE_URL) or each event's own destination, "
+        "whose secrets the spool does not keep: give them as spark.openlineage.transport.urlParams.<name>, "
+        "headers.<name> or auth.apiKey confs",
     )
     replay.add_argument("--timeout", type=float, default=60.0, help="seconds to keep trying each backend")
+    replay.add_argument(
+        "--salvage",
+        type=Path,
+        metavar="FILE",
+        help="a damaged spool file (one spark-lineage moved aside: spool.sqlite.damaged-<time>): recover what can "
+        "still be read into FILE.salvaged, and deliver it",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "replay":
@@ -67,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         bad = [item for item in args.conf if "=" not in item]
         if bad:
             parser.error(f"--conf expects KEY=VALUE, got {bad[0]!r}")
-        return replay_command(args.spool, dict(item.split("=", 1) for item in args.conf), args.timeout)
+        confs = dict(item.split("=", 1) for item in args.conf)
+        return replay_command(args.spool, confs, args.timeout, salvaged=args.salvage)
 
     if args.command == "doctor":
         from spark_lineage import doctor as doctor_module

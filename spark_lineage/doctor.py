@@ -33,13 +33,14 @@ from spark_lineage.delivery import create_client
 from spark_lineage.delivery.transports import NO_RETRIES, leave_retries_to_the_spool
 from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
-from spark_lineage.redaction import Redactor, protect_logs
+from spark_lineage.redaction import Redactor, protect_logs, public_url
 
 OK, INFO, PROBLEM = "ok", "info", "problem"
 _MARKS = {OK: "[ok]  ", INFO: "[--]  ", PROBLEM: "[!!]  "}
 CHECK_TIMEOUT_SECONDS = 5.0
 _PRINTED = Redactor()
-"""What doctor prints shows where the backend is, never the credentials in its url."""
+"""What doctor prints shows where the backend is, never the credentials in its url (nor, through
+:func:`~spark_lineage.redaction.public_url`, the values of its url parameters)."""
 
 
 @dataclass(frozen=True)
@@ -266,13 +267,14 @@ def _trim_except_crlf(value: str) -> str:
 
 
 def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> list[Finding]:
+    redactor = Redactor(spark_conf.get("spark.redaction.regex"))
+    redactor.learn_from_properties(spark_conf)  # url parameters by name: a short value is redacted too
+    protect_logs(redactor)
     try:
         resolved = config.resolve(spark_conf)
-        redactor = Redactor(resolved.redaction_pattern)
-        protect_logs(redactor)
         client = create_client(resolved, redactor)
     except (config.ConfigError, ValueError, KeyError, TypeError, ImportError) as error:
-        return [Finding(PROBLEM, f"configuration error: {error}")]
+        return [Finding(PROBLEM, redactor.text(f"configuration error: {error}"))]
     unknown = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
     unknown += _unknown_transport_keys(spark_conf)
     unknown += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
@@ -344,7 +346,7 @@ def _target(transport: Any) -> str | None:
     for attribute in ("url", "log_file_path", "location", "bootstrap_servers"):
         value = getattr(settings, attribute, None)
         if value:
-            return str(value)
+            return public_url(str(value)) if attribute == "url" else str(value)
     servers = _kafka_settings(transport).get("bootstrap.servers")
     return str(servers) if servers else None
 
@@ -399,7 +401,7 @@ def _check_http(transport: Any, keys: _Keys, probe: Any) -> Finding:
 
     if transport.kind != "http":  # async_http: the same request, sent and answered synchronously
         transport = _synchronous(transport)
-    url = urllib.parse.urljoin(transport.url, transport.endpoint)
+    url = public_url(urllib.parse.urljoin(transport.url, transport.endpoint))  # no url parameter's value
     try:
         with _quiet("openlineage", "urllib3"):
             response = transport.emit(probe)

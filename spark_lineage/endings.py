@@ -8,7 +8,19 @@ What the process did last decides it:
 - SIGTERM: FAIL, ended inside the signal handler (the terminal event spooled before anything is sent, so a
   later ``spark-lineage replay`` delivers it even when the process dies mid-send), then the signal goes on to
   whatever handled it before: the default action ends the process as it would have without us;
+- the JVM ended while the process ran (:data:`JVM_ENDED`): FAIL, ``the JVM ended``, whatever the job raised
+  after (its next Spark call fails);
 - otherwise: COMPLETE.
+
+The JVM can end first: under ``spark-submit`` the JVM is the Python driver's parent, and Kubernetes stopping
+the application, or the kernel's OOM killer, SIGTERM or SIGKILL that JVM alone. Spark's
+``PythonRunner`` then sends the driver no signal (on SIGTERM the JVM's shutdown hooks stop the SparkContext and
+the JVM exits): the driver lives on, its gateway gone. A watch on the gateway (:mod:`spark_lineage.jvm.watch`)
+sees the JVM's process end, and :func:`jvm_ended` says how the runs end: at once, as FAIL ``the JVM ended``,
+terminal event spooled first, with no JVM call after. Unless the process's own ending speaks for it: a SIGTERM
+or SIGINT the driver got too (one signal to a whole process group ends both; its ending stays), or an exit
+under way (the main thread has finished: the JVM ending then is no failure of the job, and the exit decides,
+COMPLETE included).
 
 ``os._exit`` and SIGKILL run no Python code: the application run then gets no ending, and queries Spark had
 not yet handed to the listener, or that were still being analysed, are lost (the spool keeps everything that
@@ -50,6 +62,8 @@ class Ending:
 
 
 COMPLETED = Ending(RunState.COMPLETE)
+JVM_ENDED = Ending(RunState.FAIL, "the JVM ended", ending_first=True)
+"""The ending of application runs whose JVM ended under a running driver (SIGTERM, SIGKILL or a crash)."""
 
 
 @dataclass
@@ -60,6 +74,7 @@ class _Facts:
     exit_status: object = None
     interrupted: bool = False
     terminated_by: str | None = None
+    jvm_ended: bool = False
 
 
 _facts = _Facts()
@@ -72,17 +87,31 @@ def decide() -> Ending:
     facts = _facts
     if facts.terminated_by is not None:
         return Ending(RunState.FAIL, f"the application was terminated by {facts.terminated_by}", ending_first=True)
-    if facts.uncaught is not None:
-        kind, message, stack = facts.uncaught
-        if issubclass(kind, KeyboardInterrupt):
-            return Ending(RunState.ABORT, "the application was interrupted (KeyboardInterrupt)", stack)
-        return Ending(RunState.FAIL, message, stack)
     code = exit_code(facts.exit_status)
+    if facts.uncaught is not None and issubclass(facts.uncaught[0], KeyboardInterrupt):
+        return Ending(RunState.ABORT, "the application was interrupted (KeyboardInterrupt)", facts.uncaught[2])
+    if facts.jvm_ended and not (facts.interrupted and code):
+        return JVM_ENDED  # what the job raised after that (py4j errors) is a consequence, not the cause
+    if facts.uncaught is not None:
+        _, message, stack = facts.uncaught
+        return Ending(RunState.FAIL, message, stack)
     if code:
         if facts.interrupted:
             return Ending(RunState.ABORT, f"the application was interrupted (SIGINT) and exited with code {code}")
         return Ending(RunState.FAIL, f"the application exited with code {code} (sys.exit)")
     return COMPLETED
+
+
+def jvm_ended() -> Ending | None:
+    """Record that the JVM ended under this process; returns how its application runs end now, or ``None``
+    when the process's own ending decides: a SIGTERM or SIGINT it got too, or an exit already under way (the
+    main thread has finished: the exit hook ends the runs as the exit says)."""
+    if not threading.main_thread().is_alive():
+        return None
+    _facts.jvm_ended = True
+    if _facts.terminated_by is not None or _facts.interrupted:
+        return None
+    return JVM_ENDED
 
 
 def exit_code(status: object) -> int:

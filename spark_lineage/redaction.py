@@ -10,7 +10,13 @@ Three rules, applied in one place for both engines:
   ``key -> value``, ``'key'='value'`` and ``key: value`` pairs whose key is secret have their value replaced.
   That covers SQL ``OPTIONS``, JDBC URLs, error messages and plan text.
 - **Known values**: every secret value the configuration holds (Spark confs with secret keys, the api key,
-  header values) is replaced wherever it appears, whatever surrounds it.
+  header values, url parameter values, passwords in URLs) is replaced wherever it appears, whatever surrounds
+  it, when it is at least :data:`MIN_KNOWN_SECRET_LENGTH` long.
+- **URL parameters**: the transport's url parameters (``transport.urlParams.<name>``, or a query written into
+  its ``url`` or ``endpoint``) are secret whatever their length (an Azure Functions ``code``, a SAS token): in
+  any string, the value after ``?<name>=`` or ``&<name>=`` is replaced. What this library prints or keeps of
+  a URL (the destination in the log lines and in the spool, ``doctor``, ``replay``) goes through
+  :func:`public_url`, which replaces every query value: ``/api/v1/lineage?code=*********(redacted)``.
 
 :class:`Redactor` applies them to an event's JSON before it is spooled, so neither the backend nor the spool
 on disk ever holds a secret; :func:`protect_logs` applies them to the log records of this library and of the
@@ -25,16 +31,19 @@ import threading
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import parse_qsl, quote_plus, urlsplit
 
 REDACTED = "*********(redacted)"
 """What a secret is replaced with: Spark's own replacement text."""
 SPARK_DEFAULT_PATTERN = r"(?i)secret|password|token|access[.]?key"
 """``spark.redaction.regex``'s default in Spark 3.5 and 4.x; it applies even when a session sets its own."""
-OWN_SECRET_KEYS = r"(?i)api[._-]?key|authorization|credential|transport\.(?:[\w-]+\.)*(?:custom_)?headers\."
-"""Secret keys beyond Spark's: the transport's api key and headers (``spark.openlineage.transport.headers.*``),
-and credential settings."""
+OWN_SECRET_KEYS = (
+    r"(?i)api[._-]?key|authorization|credential|transport\.(?:[\w-]+\.)*(?:(?:custom_)?headers|url_?params)\."
+)
+"""Secret keys beyond Spark's: the transport's api key, headers (``spark.openlineage.transport.headers.*``) and
+url parameters (``spark.openlineage.transport.urlParams.*``), and credential settings."""
 _QUICK_LOWERCASE_LOOK = re.compile(
-    r"secret|password|token|access[.]?key|api[._-]?key|authorization|credential|headers\."
+    r"secret|password|token|access[.]?key|api[._-]?key|authorization|credential|headers\.|url_?params\."
 )
 """What the default patterns can match, for lowercased text: Python's case-insensitive matching is ten times
 slower, and every spooled event is looked at."""
@@ -57,6 +66,14 @@ _PY4J_PAIR = re.compile(r"(?m)^(?=s(?P<key>[A-Za-z_][\w.\-]*)\ns(?P<value>[^\n]*
 which py4j logs at DEBUG: ``spark.conf.set(key, value)``."""
 
 
+_URL_SETTINGS = frozenset({"url", "endpoint"})
+"""Transport settings holding a URL, whose query is the transport's url parameters."""
+_URL_PARAM_KEY = re.compile(r"(?i)\btransport\.(?:[\w-]+\.)*url_?params\.(.+)$")
+"""A url parameter's key in flat settings (``spark.openlineage.transport.urlParams.code``), its name captured."""
+_URL_PARAMS_SETTINGS = frozenset({"urlparams", "url_params"})
+"""The url parameters as a mapping (``urlParams``, lowercased), as openlineage-spark's keys name them."""
+
+
 class Redactor:
     """The redaction rules of one configuration: a key pattern and the secret values it knows.
 
@@ -70,6 +87,8 @@ class Redactor:
         self._own_pattern = re.compile(pattern) if pattern else None
         self._lock = threading.Lock()
         self._secrets: frozenset[str] = frozenset()
+        self._url_params: frozenset[str] = frozenset()
+        self._url_params_pattern: re.Pattern[str] | None = None
         self.learn(secrets)
 
     @property
@@ -83,16 +102,50 @@ class Redactor:
             with self._lock:
                 self._secrets = self._secrets | found
 
+    @property
+    def url_params(self) -> frozenset[str]:
+        """The names of the transport's url parameters: their values are redacted in every URL query."""
+        return self._url_params
+
+    def learn_url_params(self, params: Mapping[str, Any]) -> None:
+        """Url parameters (name to value): each value is a known secret (the length rule applies), and the
+        value after ``?<name>=`` / ``&<name>=`` is redacted anywhere, whatever its length."""
+        names = {str(name) for name in params if str(name)}
+        self.learn(str(value) for value in params.values() if value is not None)
+        self.learn(quote_plus(str(value)) for value in params.values() if value is not None)  # as sent
+        if names - self._url_params:
+            with self._lock:
+                names |= self._url_params
+                spelled = sorted({spelling for name in names for spelling in (name, quote_plus(name))}, key=len)
+                alternatives = "|".join(re.escape(name) for name in reversed(spelled))
+                self._url_params_pattern = re.compile(rf"(?<=[?&])(?P<name>{alternatives})=[^&#\s'\"]+")
+                self._url_params = frozenset(names)
+
+    def learn_from_url(self, url: str) -> None:
+        """Learn the secrets a transport's URL carries: the password in it, and its query as url parameters."""
+        self.learn(url_passwords(url))
+        query = urlsplit(url).query if "?" in url else ""
+        if query:
+            self.learn_url_params(dict(parse_qsl(query, keep_blank_values=False)))
+            self.learn(value for _, _, value in (part.partition("=") for part in query.split("&")))
+
     def learn_from_properties(self, properties: Mapping[str, Any]) -> None:
-        """Learn the values of every secret key in ``properties`` (Spark confs, catalog or transport settings)."""
+        """Learn the values of every secret key in ``properties`` (Spark confs, catalog or transport settings),
+        and the url parameters among them (``spark.openlineage.transport.urlParams.<name>``) by name."""
         self.learn(str(value) for key, value in properties.items() if self.is_secret_key(str(key)) and value)
+        url_params = ((_URL_PARAM_KEY.search(str(key)), value) for key, value in properties.items())
+        self.learn_url_params({match.group(1): value for match, value in url_params if match})
 
     def learn_from_transport(self, settings: Mapping[str, Any], path: str = "transport") -> None:
         """Learn the secrets of openlineage-python transport settings (nested, as its factory takes them):
-        values of secret keys, header values, and passwords inside URLs."""
+        values of secret keys, header values, passwords inside URLs, and url parameters (``urlParams``, or
+        the query of ``url`` and ``endpoint``). Other settings' values stay unknown: a value learned is
+        replaced in every string of every event."""
         for key, value in settings.items():
             where = f"{path}.{key}"
-            if isinstance(value, Mapping):
+            if isinstance(value, Mapping) and str(key).lower() in _URL_PARAMS_SETTINGS:
+                self.learn_url_params(value)
+            elif isinstance(value, Mapping):
                 self.learn_from_transport(value, where)
             elif isinstance(value, (list, tuple)):
                 for index, item in enumerate(value):
@@ -101,7 +154,10 @@ class Redactor:
             elif isinstance(value, str):
                 if self.is_secret_key(where):
                     self.learn([value])
-                self.learn(url_passwords(value))
+                if str(key) in _URL_SETTINGS:
+                    self.learn_from_url(value)
+                else:
+                    self.learn(url_passwords(value))
 
     def is_secret_key(self, key: str) -> bool:
         return self.key_pattern.search(key) is not None
@@ -123,6 +179,9 @@ class Redactor:
         if "@" in text:
             text = _URL_CREDENTIALS.sub(r"\g<scheme>", text)
             text = _ORACLE_CREDENTIALS.sub(r"\g<prefix>", text)
+        url_params = self._url_params_pattern
+        if url_params is not None and ("?" in text or "&" in text):
+            text = url_params.sub(rf"\g<name>={REDACTED}", text)
         if self.key_pattern.search(text):
             text = self._redact_pairs(text)
         return text
@@ -134,6 +193,7 @@ class Redactor:
             or (self._own_pattern is not None and self._own_pattern.search(text) is not None)
             or ("@" in text and (_URL_CREDENTIALS.search(text) or _ORACLE_CREDENTIALS.search(text)) is not None)
             or any(secret in text for secret in self._secrets)
+            or any(f"{name}=" in text for name in self._url_params)
         )
 
     def document(self, value: Any) -> Any:
@@ -161,6 +221,19 @@ class Redactor:
             pieces += [text[done:start], f"{quote}{REDACTED}{quote}"]
             done = end
         return "".join(pieces) + text[done:] if pieces else text
+
+
+def public_url(url: str) -> str:
+    """``url`` as this library prints and keeps it: without credentials (``user:pass@``), and with every query
+    value replaced (``?code=*********(redacted)``), whatever its length; the names stay, to say which url
+    parameters the backend takes."""
+    url = _URL_CREDENTIALS.sub(r"\g<scheme>", url)
+    base, mark, rest = url.partition("?")
+    if not mark:
+        return url
+    query, hash_mark, fragment = rest.partition("#")
+    parts = [f"{part.partition('=')[0]}={REDACTED}" if part.partition("=")[2] else part for part in query.split("&")]
+    return f"{base}?{'&'.join(parts)}{hash_mark}{fragment}"
 
 
 def url_passwords(text: str) -> list[str]:

@@ -8,7 +8,9 @@ Threads involved, and what each may do:
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
-  backend never holds up analysis and loses nothing.
+  backend never holds up analysis and loses nothing;
+- the *JVM watch* thread (:mod:`spark_lineage.jvm.watch`) waits for the JVM's process to end, and then ends
+  the application runs of that JVM (:func:`_jvm_ended`), with no JVM call.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ class LineageRuntime:
         self.active = False
         self.context_id = id(bridge.spark_context)
         self._shutdown_lock = threading.Lock()
+        self._ended = threading.Event()
+        """Set when :meth:`shutdown` has done all it does."""
+        self._unread = 0
+        """Finished queries and jobs that were not read: the JVM ended first."""
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
         self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
@@ -160,7 +166,7 @@ class LineageRuntime:
             self.errors,
         )
         self.stream_worker: BoundedWorker[PendingStreamEvent] = BoundedWorker(
-            "spark_lineage-streams", self.streams.handle, config.queue_size, self.errors
+            "spark_lineage-streams", self._stream_event, config.queue_size, self.errors
         )
         self.stream_listener = StreamListener(
             self.stream_worker.submit, f"spark_lineage-streams:{self.session.session_id}"
@@ -249,6 +255,18 @@ class LineageRuntime:
             if not self.active:
                 return
             self.active = False
+        try:
+            self._shut_down(state, timeout, error, stack, ending_first)
+        finally:
+            self._ended.set()
+
+    def wait_ended(self, timeout: float) -> bool:
+        """Wait until a shutdown under way (on another thread) has done all it does. False on timeout."""
+        return self._ended.wait(timeout)
+
+    def _shut_down(
+        self, state: RunState, timeout: float | None, error: str | None, stack: str | None, ending_first: bool
+    ) -> None:
         deadline = _Deadline(self.config.shutdown_timeout if timeout is None else timeout)
         ending = self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
         if ending_first:
@@ -276,6 +294,8 @@ class LineageRuntime:
         lost = self.analysis_worker.dropped + self.stream_worker.dropped
         if lost:
             log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
+        if self._unread:
+            log.warning("spark_lineage: %d lineage items went unreported: the JVM ended first", self._unread)
         self.errors.summarize(skip=undelivered)
         try:
             self.client.close(max(deadline.seconds() or 0.0, 0.0))
@@ -324,6 +344,9 @@ class LineageRuntime:
     # --- worker steps --------------------------------------------------------------------------------------
 
     def _analyze(self, pending: WorkItem) -> None:
+        if self.bridge.gone and not isinstance(pending, PendingSqlJob):
+            self._not_read()  # everything but a SQL job's start or end is read from the JVM
+            return
         if callable(pending):
             pending()
             return
@@ -353,6 +376,9 @@ class LineageRuntime:
         try:
             query = self.bridge.capture(pending, self._capture_rules)
         except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
+            if self.bridge.gone:  # the JVM ended while this query was read
+                self._not_read()
+                return None
             self.errors.report("capturing a query", exc)
             query = CapturedQuery(
                 func_name=pending.func_name,
@@ -366,6 +392,15 @@ class LineageRuntime:
         if query is not None:
             self._record(query)
         return query
+
+    def _stream_event(self, pending: PendingStreamEvent) -> None:
+        if self.bridge.gone:
+            self._not_read()
+            return
+        self.streams.handle(pending)
+
+    def _not_read(self) -> None:
+        self._unread += 1
 
     def _job_log(self) -> QueryJobLog:
         """The log of the runtime whose listener hears this context's jobs (this one's, when none does)."""
@@ -551,6 +586,7 @@ def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any)
         _install_process_hooks(runtime.config.shutdown_timeout)
         _wrap_context_stop(spark_context)
         runtime.start()
+        runtime.bridge.watch_jvm(_jvm_ended)
         handle = LineageHandle(runtime)
         _handles[session_key] = handle
         return handle
@@ -594,3 +630,19 @@ def _end_all(ending: endings.Ending) -> None:
     draining what Spark still holds for our listener."""
     for runtime in _live_runtimes():
         runtime.shutdown(ending.state, error=ending.error, stack=ending.stack, ending_first=ending.ending_first)
+    # Those still here are being ended on another thread. The JVM watch's have their terminal event spooled
+    # already; let them deliver, within their own deadline, before the process goes.
+    for runtime in _live_runtimes():
+        if runtime.bridge.gone:
+            runtime.wait_ended(runtime.config.shutdown_timeout + 1.0)
+
+
+def _jvm_ended() -> None:
+    """The JVM watch's callback: the JVM has ended. Its application runs end as :func:`endings.jvm_ended` says,
+    on the watch's thread, with no JVM call (the bridge is gone)."""
+    ending = endings.jvm_ended()
+    if ending is None:
+        return
+    for runtime in _live_runtimes():
+        if runtime.bridge.gone:
+            runtime.shutdown(ending.state, error=ending.error, ending_first=ending.ending_first)

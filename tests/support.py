@@ -145,6 +145,10 @@ class LineageReceiver:
         self.requests = 0
         self.authorizations: list[str | None] = []
         """The Authorization header of each request, in arrival order."""
+        self.paths: list[str] = []
+        """The path of each request, with its query (url parameters), in arrival order."""
+        self.headers: list[dict[str, str]] = []
+        """The headers of each request, in arrival order."""
         self.events_answered = 0
         self.in_flight = 0
         self.most_in_flight = 0
@@ -186,9 +190,14 @@ class LineageReceiver:
 
             def _receive(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if receiver._server is not self.server:  # stopped: a kept-alive connection is dropped too
+                    self.close_connection = True
+                    return
                 with receiver._lock:
                     receiver.requests += 1
                     receiver.authorizations.append(self.headers.get("Authorization"))
+                    receiver.paths.append(self.path)
+                    receiver.headers.append(dict(self.headers.items()))
                     refused = receiver.requests <= receiver.refuse_first
                 if refused:
                     self._answer(503)
@@ -306,6 +315,22 @@ def child_process(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextmanager
+def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
+    """A real disk of ``size`` (``1m``): a tmpfs mounted at ``mount_point`` for the block, unmounted after it.
+    Mounting needs root (CI runs as root); elsewhere the test is skipped, saying so."""
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a full disk is a tmpfs of its own, and mounting one needs root")
+    mount_point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)], check=True)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount_point)], check=False)
 
 
 def tail(log: Path) -> str:

@@ -1,12 +1,15 @@
 """Getting events to the backend without losing them and without holding up the job.
 
 - :mod:`~spark_lineage.delivery.spool`: the durable spool every event goes into before it is sent;
+- :mod:`~spark_lineage.delivery.failover`: this process's spool, on disk or, when the disk fails, in memory, and
+  what became of each of its events;
 - :mod:`~spark_lineage.delivery.sender`: the thread that sends what the spool holds, with one backoff per
   backend;
 - :mod:`~spark_lineage.delivery.payloads`: events as the spool stores them;
 - :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, and how it is made to
   leave retries to the spool;
-- :mod:`~spark_lineage.delivery.replay`: sending what earlier processes left (``spark-lineage replay``).
+- :mod:`~spark_lineage.delivery.replay`: sending what earlier processes left (``spark-lineage replay``);
+- :mod:`~spark_lineage.delivery.salvage`: reading what can still be read from a damaged spool file.
 
 :class:`Delivery` is what both engines (a Spark session's lineage, ``iceberg_facets``) hand their events to.
 """
@@ -16,11 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_lineage.config import ConfigError
+from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
@@ -35,29 +37,35 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_lineage")
 
-__all__ = ["Delivery", "Spool", "create_client", "open_spool", "undelivered", "where_events_go"]
+__all__ = [
+    "Delivery",
+    "FailoverSpool",
+    "Spool",
+    "create_client",
+    "fates_line",
+    "open_spool",
+    "undelivered",
+    "where_events_go",
+]
 
 
-def open_spool(config: LineageConfig, setting: str = "spark.openlineage.python.spool.dir") -> Spool:
-    """The spool the configuration names: ``python.spool.dir``, ``$SPARK_LINEAGE_SPOOL_DIR``, or the user's
-    state directory; in memory with ``python.spool.disabled=true``. ``setting`` is what the user calls the
-    directory setting, for the message of the :class:`ConfigError` raised when it cannot be used."""
+def open_spool(
+    config: LineageConfig, setting: str = "spark.openlineage.python.spool.dir", label: str = "spark_lineage"
+) -> FailoverSpool:
+    """This process's spool, as the configuration names it: ``python.spool.dir``, ``$SPARK_LINEAGE_SPOOL_DIR``,
+    or the user's state directory; in memory with ``python.spool.disabled=true``. Never raises: a directory that
+    cannot hold a spool is said once, at WARNING, naming ``setting`` (what the user calls the directory setting)
+    and what it costs, and events are held in memory (see :mod:`~spark_lineage.delivery.failover`)."""
     if config.spool_disabled:
-        return Spool(None, config.spool_max_bytes)
+        return FailoverSpool(None, config.spool_max_bytes, label=label)
     directory = Path(config.spool_dir).expanduser() if config.spool_dir else default_spool_dir()
-    try:
-        return Spool(directory, config.spool_max_bytes)
-    except (OSError, sqlite3.Error) as error:
-        if config.spool_dir:
-            source = setting
-        elif os.environ.get(SPOOL_DIR_ENV):
-            source = f"${SPOOL_DIR_ENV}"
-        else:
-            source = f"the default spool directory (set ${SPOOL_DIR_ENV} or {setting})"
-        raise ConfigError(
-            f"{source}: cannot keep a lineage spool in {directory}: {error}; name a writable directory, or set "
-            "spark.openlineage.python.spool.disabled=true to keep events in memory only"
-        ) from error
+    if config.spool_dir:
+        source = setting
+    elif os.environ.get(SPOOL_DIR_ENV):
+        source = f"${SPOOL_DIR_ENV}"
+    else:
+        source = f"${SPOOL_DIR_ENV} or {setting}"
+    return FailoverSpool(directory, config.spool_max_bytes, label=label, setting=source)
 
 
 class Delivery:
@@ -67,7 +75,7 @@ class Delivery:
     def __init__(
         self,
         client: OpenLineageClient,
-        spool: Spool,
+        spool: FailoverSpool,
         errors: ErrorLog,
         redactor: Redactor,
         label: str = "spark_lineage",
@@ -102,10 +110,11 @@ class Delivery:
             if prepared is None:
                 return
             payload = to_payload(prepared, self.redactor, self.producer)
-            dropped = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
+            stored = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
             self._errors.report("spooling an event", error)
             return
+        dropped = stored.dropped
         if dropped.count:
             # Once full, the spool drops events at every put: said once, then counted (ErrorLog).
             self._errors.report(
@@ -124,32 +133,74 @@ class Delivery:
         return self.sender.flush(timeout) if self.enabled else True
 
     def close(self, timeout: float | None) -> bool:
-        """Send what can be sent within ``timeout``; say, in one line, what stays in the spool and how to send
-        it later."""
+        """Send what can be sent within ``timeout``, close the spool, and say in one line what became of this
+        process's events (see :func:`fates_line`). Returns whether everything was delivered."""
         if not self.enabled:
+            self.spool.close()
             return True
         delivered = self.sender.close(timeout)
-        if not delivered:
-            left = self.spool.pending(self.destination)
-            if left.count:
-                where = self.spool.path
-                jobs = ", ".join(left.jobs[:5]) + (f" and {len(left.jobs) - 5} more" if len(left.jobs) > 5 else "")
-                problem = f" ({self.sender.problem})" if self.sender.problem else ""
-                # No "OPENLINEAGE_API_KEY=<key>" here: the log redaction would take "<key>" for a secret value.
-                api_key = ", with the api key in $OPENLINEAGE_API_KEY" if self._needs_api_key else ""
-                log.warning(
-                    "%s: %s (jobs %s) could not be delivered to %s%s and wait in %s; %s",
-                    self.label,
-                    lineage_events(left.count),
-                    jobs,
-                    self.destination,
-                    problem,
-                    self.spool.location,
-                    f"deliver them with: spark-lineage replay --spool {where}{api_key}"
-                    if where is not None
-                    else "the spool is in memory (python.spool.disabled=true): they are lost",
-                )
-        return delivered
+        fates = self.spool.fates()
+        self.spool.close()
+        level, line = fates_line(
+            fates,
+            label=self.label,
+            destination=self.destination,
+            problem=self.sender.problem,
+            spool=self.spool,
+            api_key=self._needs_api_key,
+        )
+        if fates.total:
+            log.log(level, "%s", line)
+        return delivered and fates.total == fates.delivered
+
+
+JOBS_NAMED = 5
+"""How many jobs a line names before it says how many more there are."""
+
+
+def fates_line(
+    fates: Fates, *, label: str, destination: str, problem: str | None, spool: FailoverSpool, api_key: bool = False
+) -> tuple[int, str]:
+    """The line that ends a process's lineage, and its level: how many of its events were delivered, spooled for
+    a replay, and lost; the jobs of those not delivered, and why. INFO when all were delivered, else WARNING.
+
+    ``spark_lineage: 210 lineage events: 30 delivered, 1 spooled for replay, 179 lost; the 1 spooled (jobs a) were
+    not delivered to http h/api/v1/lineage (connection refused) and wait in /s: deliver them with: spark-lineage
+    replay --spool /s; 179 lost (jobs b, c): neither spooled (...) nor delivered to ... before the process
+    ended``"""
+    lost = len(fates.unsent) + len(fates.lost)
+    line = (
+        f"{label}: {lineage_events(fates.total)}: {fates.delivered} delivered, {len(fates.spooled)} spooled for "
+        f"replay, {lost} lost"
+    )
+    if not fates.spooled and not lost:
+        return logging.INFO, line
+    why = f" ({problem})" if problem else ""
+    if fates.spooled:
+        where = spool.directory
+        # No "OPENLINEAGE_API_KEY=<key>" here: the log redaction would take "<key>" for a secret value.
+        with_key = ", with the api key in $OPENLINEAGE_API_KEY" if api_key else ""
+        line += (
+            f"; the {len(fates.spooled)} spooled (jobs {named(fates.spooled)}) were not delivered to {destination}"
+            f"{why} and wait in {where}: deliver them with: spark-lineage replay --spool {where}{with_key}"
+        )
+    reasons: dict[str, list[str]] = {}
+    if fates.unsent:
+        reasons[f"neither spooled ({spool.problem}) nor delivered to {destination}{why} before the process ended"] = (
+            list(fates.unsent)
+        )
+    for loss in fates.lost:
+        reasons.setdefault(loss.reason, []).append(loss.job)
+    for reason, jobs in reasons.items():
+        line += f"; {len(jobs)} lost (jobs {named(jobs)}): {reason}"
+    return logging.WARNING, line
+
+
+def named(jobs: list[str] | tuple[str, ...]) -> str:
+    """``a, b and 3 more``: the distinct jobs, in order, at most :data:`JOBS_NAMED` of them."""
+    distinct = sorted(set(jobs))
+    more = len(distinct) - JOBS_NAMED
+    return ", ".join(distinct[:JOBS_NAMED]) + (f" and {more} more" if more > 0 else "")
 
 
 def sends_anywhere(transport: Any) -> bool:
@@ -157,7 +208,7 @@ def sends_anywhere(transport: Any) -> bool:
     return transport is not None and getattr(transport, "kind", None) != "noop"
 
 
-def where_events_go(transport: Any, spool: Spool) -> str:
+def where_events_go(transport: Any, spool: Spool | FailoverSpool) -> str:
     """``events go to <target> (spooled in <dir>)``: the line that says lineage is on ends with it, from
     either engine."""
     if not sends_anywhere(transport):

@@ -2,7 +2,9 @@
 
 Each destination's events go through the transport the caller configured, or else through the transport
 their own destination was reached with (its settings are kept in the spool, without secrets: a backend that
-needs an api key gets it from the usual configuration, ``OPENLINEAGE_API_KEY`` or ``openlineage.yml``).
+needs an api key, url parameters or headers gets them from the replaying user's configuration, ``--conf
+spark.openlineage.transport.*``, ``OPENLINEAGE_API_KEY`` or ``openlineage.yml``; see
+:class:`~spark_lineage.delivery.transports.ReplaySecrets`).
 Events keep their original times and run ids, each run's events go in the order they were spooled (different
 runs in parallel, ``python.delivery.concurrency`` requests at once), and each one the backend acknowledges is
 removed, so nothing acknowledged is sent twice. An answer that trying again will not change (HTTP 400, 401,
@@ -12,24 +14,18 @@ removed, so nothing acknowledged is sent twice. An answer that trying again will
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
+from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import (
-    API_KEY_ENV,
-    leave_retries_to_the_spool,
-    make_transport,
-    needs_api_key,
-    with_api_key,
-)
-from spark_lineage.redaction import REDACTED, Redactor
+from spark_lineage.delivery.transports import CannotRebuildError, ReplaySecrets, leave_retries_to_the_spool, rebuilt
+from spark_lineage.redaction import Redactor, public_url
 from spark_lineage.worker import ErrorLog, problem
 
 REPLAY_MAX_BACKOFF_SECONDS = 2.0
@@ -67,15 +63,17 @@ class ReplayResult:
 
 
 def replay(
-    spool: Spool,
+    spool: Spool | FailoverSpool,
     transport: Any | None,
     timeout: float,
+    secrets: ReplaySecrets | None = None,
     concurrency: int = 1,
     progress: Callable[[Progress], None] | None = None,
 ) -> ReplayResult:
     """Send everything in ``spool`` within ``timeout`` seconds per destination, through ``transport`` when one
-    is given, else through each destination's own, with up to ``concurrency`` requests in flight; ``progress``
-    hears how far it is every :data:`PROGRESS_SECONDS`."""
+    is given, else through each destination's own, with ``secrets`` put back (default: ``$OPENLINEAGE_API_KEY``
+    only), and up to ``concurrency`` requests in flight; ``progress`` hears how far it is every
+    :data:`PROGRESS_SECONDS`."""
     errors = ErrorLog("spark-lineage replay")
     started = time.monotonic()
     sent = 0
@@ -83,24 +81,17 @@ def replay(
     refusals = []
     for destination, kept in spool.destinations().items():
         target = transport
+        if target is None and kept is None:
+            problems.append(
+                f"{destination}: the spool keeps no settings to reach it; pass --conf spark.openlineage.transport.* "
+                "settings"
+            )
+            continue
         if target is None:
-            settings = json.loads(kept)
-            if needs_api_key(settings):
-                api_key = os.environ.get(API_KEY_ENV)
-                if not api_key:
-                    problems.append(
-                        f"{destination} takes an api key, which the spool does not keep: set {API_KEY_ENV}, or "
-                        "pass --conf spark.openlineage.transport.* settings"
-                    )
-                    continue
-                settings = with_api_key(settings, api_key)
             try:
-                target = make_transport(settings)
-            except Exception as error:  # noqa: BLE001 - the other destinations are still replayed
-                problems.append(
-                    f"{destination}: its transport cannot be made here ({error}); pass --conf "
-                    "spark.openlineage.transport.* settings"
-                )
+                target = rebuilt(destination, json.loads(kept or "{}"), secrets or ReplaySecrets.gathered({}))
+            except CannotRebuildError as cannot:  # the other destinations are still replayed
+                problems.append(str(cannot))
                 continue
         leave_retries_to_the_spool(target)
         # Someone is waiting for this: a backend that refuses is asked again within seconds, not minutes.
@@ -144,19 +135,10 @@ def refusal(transport: Any, error: BaseException) -> str:
         url = urljoin(transport.url, transport.endpoint)
     else:  # an HTTP transport inside a composite or transform one: the request's own URL
         url = str(getattr(getattr(_http_error(error), "response", None), "url", "") or "?")
+    shown = Redactor().text(public_url(url))  # without credentials, query-string values, or secret pairs
     if status is None:  # not a refusal after all: said as the sender says failures
-        return f"{public_url(url)}: {problem(error)}"
-    return f"{public_url(url)} answered HTTP {status} {HTTPStatus(status).phrase}: {WILL_NOT_HEAL[status]}"
-
-
-def public_url(url: str) -> str:
-    """``url`` as it can be shown: without credentials, secret values, or any query-string value (an
-    ``urlParams`` key such as Azure's ``code`` is a secret by another name)."""
-    parts = urlsplit(Redactor().text(url))
-    if not parts.query:
-        return urlunsplit(parts)
-    names = [pair.split("=", 1)[0] for pair in parts.query.split("&") if pair]
-    return urlunsplit(parts._replace(query="&".join(f"{name}={REDACTED}" for name in names)))
+        return f"{shown}: {problem(error)}"
+    return f"{shown} answered HTTP {status} {HTTPStatus(status).phrase}: {WILL_NOT_HEAL[status]}"
 
 
 def _http_error(error: BaseException) -> BaseException | None:

@@ -34,6 +34,7 @@ from typing import Any
 from openlineage.client.transport.http import HttpTransport
 
 from spark_lineage import logs
+from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import InFlight, Spool, SpooledEvent, lease_owner
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
@@ -119,7 +120,7 @@ class Sender:
 
     def __init__(
         self,
-        spool: Spool,
+        spool: Spool | FailoverSpool,
         destination: str,
         transport: Any,
         errors: ErrorLog,
@@ -376,10 +377,12 @@ def lineage_events(count: int) -> str:
     return f"{count} lineage event{'' if count == 1 else 's'}"
 
 
-def kept(spool: Spool) -> str:
+def kept(spool: Spool | FailoverSpool) -> str:
     """Where undelivered events wait, and how to send them by hand."""
     if spool.path is None:
-        return "they are kept in memory (python.spool.disabled=true) and sent when the backend answers again"
+        why = spool.problem if isinstance(spool, FailoverSpool) else None
+        why = why or "python.spool.disabled=true"
+        return f"they are kept in memory ({why}) and sent when the backend answers again"
     return (
         f"they wait in the spool at {spool.path} and are sent when the backend answers again, "
         f"or with: spark-lineage replay --spool {spool.path}"

@@ -7,24 +7,58 @@ process that opens it: senders lease the events they are about to send, so two s
 event at once. A lease ends when its time runs out, or as soon as the process that holds it is found to have
 ended (on this host), so a replay right after a process died does not wait for it. Its size is bounded: when
 full, the oldest query-run events go first; application-run events, which say how a whole job ended, are kept.
+
+What the disk can do to it is handled here too, so that a damaged or full disk is lineage's problem, not the
+job's:
+
+- the write-ahead log is checkpointed into the main file often while the spool runs (every
+  :data:`CHECKPOINT_PAGES` pages) and wholly when it closes, so after a clean exit the main file holds everything,
+  and a log damaged afterwards costs nothing (and one damaged while a process ran costs only what was not yet
+  checkpointed);
+- a damaged file is found when the spool opens (``PRAGMA quick_check``, for files up to
+  :data:`QUICK_CHECK_MAX_BYTES`) or when sqlite reports it later; :func:`set_aside` moves it, with its log, out of
+  the way under a timestamped name, for ``spark-lineage replay --salvage`` (:mod:`~spark_lineage.delivery.salvage`);
+- :data:`RESERVE_FILE` holds :data:`RESERVE_BYTES` of the disk back, so that the event that ends an application run
+  can still be spooled once the disk is full (:meth:`Spool.release_reserve`).
+
+:mod:`~spark_lineage.delivery.failover` decides what to do when the disk fails: this module only says so, with
+:func:`disk_problem`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import enum
+import functools
+import json
 import os
+import shutil
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SPOOL_FILE = "spool.sqlite"
 SPOOL_DIR_ENV = "SPARK_LINEAGE_SPOOL_DIR"
+SIDE_FILES = ("-wal", "-shm")
+"""sqlite's write-ahead log and its index, next to the spool file: they move with it."""
+RESERVE_FILE = "spool.reserve"
+RESERVE_BYTES = 256 * 1024
+"""Room held back on the spool's disk for the events that end application runs (one event, its log frames and
+a checkpoint need far less)."""
+CHECKPOINT_PAGES = 100
+"""The write-ahead log is copied into the main file whenever it holds this many pages (400 KiB; sqlite's default
+is 1000)."""
+QUICK_CHECK_MAX_BYTES = 64 * 1024 * 1024
+"""Spool files up to this size are checked when they open (a few milliseconds for a spool that is nearly empty, as
+a spool usually is); larger ones are checked by use."""
+DAMAGED_SUFFIX = ".damaged-"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -70,10 +104,81 @@ NEXT_BARRIER = "SELECT MIN(id) FROM events WHERE destination = ? AND application
 """The first application-run event after an id: the query ``events_barriers`` serves."""
 FREE = (
     f"{COLUMNS} FROM events e WHERE destination = ? AND id > ? AND id < ? AND {LEASE_FREE} "
-    "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id = e.run_id AND f.id < e.id AND f.leased_until >= ?) "
-    "ORDER BY id "
+    "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id = e.run_id AND f.id < e.id AND f.leased_until >= ?)"
 )
-"""Events between two ids that nobody holds and whose run has no earlier event somebody holds, oldest first."""
+"""Events between two ids that nobody holds and whose run has no earlier event somebody holds."""
+
+
+class DiskProblem(enum.Enum):
+    """What sqlite or the operating system said went wrong with the spool's files."""
+
+    DAMAGED = "damaged"
+    """The file is not a database, or a damaged one (``SQLITE_CORRUPT``, ``SQLITE_NOTADB``)."""
+    FULL = "full"
+    """No room left on the disk (``SQLITE_FULL``, ``ENOSPC``, ``EDQUOT``)."""
+    UNUSABLE = "unusable"
+    """Anything else: read-only, missing, locked, not permitted."""
+
+
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 11, 13, 26
+
+
+def disk_problem(error: BaseException) -> DiskProblem:
+    """What kind of disk trouble ``error`` (from sqlite3 or the OS) is."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    text = str(error).lower()
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text or "not a database" in text:
+        return DiskProblem.DAMAGED
+    if primary == _SQLITE_FULL or "disk is full" in text or getattr(error, "errno", None) in (28, 122):
+        return DiskProblem.FULL
+    return DiskProblem.UNUSABLE
+
+
+class SpoolDamagedError(sqlite3.DatabaseError):
+    """The spool file failed its check when it was opened."""
+
+
+def set_aside(directory: Path, clock: float | None = None) -> Path:
+    """Move a damaged spool file (and its log) aside, under a name with the time (UTC), and return where it went;
+    the next :class:`Spool` of ``directory`` starts afresh."""
+    stamp = datetime.datetime.fromtimestamp(time.time() if clock is None else clock, datetime.timezone.utc)
+    base = directory / f"{SPOOL_FILE}{DAMAGED_SUFFIX}{stamp.strftime('%Y%m%dT%H%M%S.%fZ')}"
+    source = directory / SPOOL_FILE
+    if source.exists():
+        os.replace(source, base)
+    for side in SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            if side == "-wal":
+                os.replace(directory / (SPOOL_FILE + side), Path(f"{base}{side}"))
+            else:  # the log's index is rebuilt from the log: a stale one must not describe the fresh file
+                os.remove(directory / (SPOOL_FILE + side))
+    return base
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _reclaiming(*, reserve: bool) -> Callable[[_Method], _Method]:
+    """A write that fails for a full disk is tried once more after :meth:`Spool.make_room`: a write-ahead log that
+    could not be checkpointed grows until the disk is full, and emptying it is often all the room a write needs.
+    ``reserve``: the write may use the room held back (sending and forgetting events may; spooling new ones may
+    not, or a full disk would take that room from the events that end application runs)."""
+
+    def reclaiming(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def write(self: Spool, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.OperationalError as error:
+                if self.path is None or disk_problem(error) is not DiskProblem.FULL:
+                    raise
+                self.make_room(reserve=reserve)
+                return method(self, *args, **kwargs)
+
+        return write  # type: ignore[return-value]
+
+    return reclaiming
 
 
 def default_spool_dir() -> Path:
@@ -144,6 +249,15 @@ class Dropped:
 
     count: int = 0
     jobs: set[str] = field(default_factory=set)
+    ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What :meth:`Spool.put` did: the new event's id, and what made room for it."""
+
+    id: int
+    dropped: Dropped = field(default_factory=Dropped)
 
 
 @dataclass(frozen=True)
@@ -162,7 +276,10 @@ class Spool:
     without surviving the process.
     """
 
-    def __init__(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, path: Path | None, max_bytes: int = DEFAULT_MAX_BYTES, *, check: bool = True) -> None:
+        """Open (or make) the spool in directory ``path``. Raises :class:`SpoolDamagedError` when the file fails
+        its check (``check``: see :data:`QUICK_CHECK_MAX_BYTES`), and ``OSError`` or ``sqlite3.Error`` when it
+        cannot be opened: :func:`spark_lineage.delivery.open_spool` turns either into lineage's problem."""
         self.path = path
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -173,41 +290,126 @@ class Spool:
             database = ":memory:"
         # Autocommit mode: every transaction is an explicit BEGIN IMMEDIATE ... COMMIT below.
         self._db = sqlite3.connect(database, timeout=30, isolation_level=None, check_same_thread=False)
-        with self._lock:
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode = WAL")
-                # Durable against the process dying at any point (not against the machine losing power
-                # before a checkpoint), at a fraction of the cost of a sync per event.
-                self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.executescript(_SCHEMA)
+        try:
+            with self._lock:
+                self._db.execute("PRAGMA busy_timeout = 30000")
+                if path is not None:
+                    if check:
+                        self._check(path / SPOOL_FILE)
+                    self._db.execute("PRAGMA journal_mode = WAL")
+                    # Durable against the process dying at any point (not against the machine losing power
+                    # before a checkpoint), at a fraction of the cost of a sync per event.
+                    self._db.execute("PRAGMA synchronous = NORMAL")
+                    self._db.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")
+                self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
+        if path is not None:
+            self._hold_reserve(path / RESERVE_FILE)
+
+    def _check(self, file: Path) -> None:
+        """Raise :class:`SpoolDamagedError` unless a spool file small enough to check quickly passes
+        ``PRAGMA quick_check`` (a damaged page or header fails it)."""
+        try:
+            size = file.stat().st_size + _size(Path(f"{file}-wal"))
+        except FileNotFoundError:
+            return
+        if size == 0 or size > QUICK_CHECK_MAX_BYTES:
+            return
+        try:
+            result = [row[0] for row in self._db.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as error:
+            if disk_problem(error) is DiskProblem.DAMAGED:
+                raise SpoolDamagedError(str(error)) from error
+            raise
+        if result != ["ok"]:
+            found = [str(line) for line in result if not str(line).startswith("***")][:1]
+            raise SpoolDamagedError(f"sqlite's quick_check failed: {found[0] if found else 'damaged'}")
+
+    @staticmethod
+    def _hold_reserve(file: Path) -> None:
+        """Hold :data:`RESERVE_BYTES` of the disk back, in a file of real blocks (not a sparse one); on a disk
+        already too full for it, hold nothing."""
+        try:
+            if file.is_file() and file.stat().st_size >= RESERVE_BYTES:
+                return
+            with file.open("wb") as reserve:
+                reserve.write(bytes(RESERVE_BYTES))
+                reserve.flush()
+                os.fsync(reserve.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                file.unlink()
+
+    def make_room(self, reserve: bool = True) -> None:
+        """On a full disk: give the room held back to the write-ahead log's checkpoint, so that the log can be
+        emptied and reused (sending and forgetting events writes a little; a log that cannot be checkpointed
+        only grows). The room is held back again only where the disk has plenty left (the log had merely grown):
+        on a disk that is really full, it is what lets events be forgotten once sent, and the events that end
+        application runs be spooled. ``reserve=False``: only empty the log. Never raises."""
+        if self.path is None:
+            return
+        if reserve:
+            self.release_reserve()
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(self.path).free >= 4 * RESERVE_BYTES:
+                self._hold_reserve(self.path / RESERVE_FILE)
+
+    def release_reserve(self) -> bool:
+        """Give the room held back on the disk to the spool (its disk is full): whether there was any."""
+        if self.path is None:
+            return False
+        try:
+            (self.path / RESERVE_FILE).unlink()
+        except OSError:
+            return False
+        return True
 
     @property
     def location(self) -> str:
         return str(self.path) if self.path is not None else "memory"
 
     def close(self) -> None:
+        """Copy the write-ahead log into the main file (so that the main file holds everything, and a log damaged
+        later costs nothing), then close. Never raises: a spool that cannot even be closed cleanly is left as
+        it is, and sqlite recovers it the next time it opens."""
         with self._lock:
-            self._db.close()
+            if self.path is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+
+    def checkpoint(self) -> None:
+        """Copy what the write-ahead log holds into the main file now."""
+        if self.path is not None:
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # --- writing ---------------------------------------------------------------------------------------
 
+    @_reclaiming(reserve=False)
     def remember_destination(self, destination: str, transport: str) -> None:
         """Keep how to reach ``destination`` (its transport settings, without secrets), for a replay."""
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO destinations VALUES (?, ?)", (destination, transport))
 
-    def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Dropped:
+    @_reclaiming(reserve=False)
+    def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
         """Store one event. When the spool is over its size, the oldest query-run events make room."""
         size = len(payload.encode())
         with self._transaction() as db:
-            db.execute(
+            cursor = db.execute(
                 "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (destination, run_id, job, int(application), payload, size, time.time()),
             )
+            event_id = int(cursor.lastrowid or 0)
             total = self._add_bytes(db, size)
-            return self._make_room(db, total) if total > self.max_bytes else Dropped()
+            return Stored(event_id, self._make_room(db, total) if total > self.max_bytes else Dropped())
 
     def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
         dropped = Dropped()
@@ -219,15 +421,25 @@ class Spool:
             total = self._add_bytes(db, -size)
             dropped.count += 1
             dropped.jobs.add(job)
+            dropped.ids.append(event_id)
         return dropped
 
     # --- sending ---------------------------------------------------------------------------------------
 
     def lease(
-        self, destination: str, owner: str, limit: int, seconds: float, *, one_run: bool = False
+        self,
+        destination: str,
+        owner: str,
+        limit: int,
+        seconds: float,
+        exclude: Collection[int] = (),
+        *,
+        one_run: bool = False,
     ) -> list[SpooledEvent]:
         """Take up to ``limit`` of the oldest events for ``destination`` that nobody is sending, in order, for
         ``seconds``; with ``one_run``, only events of one run (the run of the oldest event that may go now).
+        Events ``exclude`` names are left where they are, as if they were not there (see
+        :mod:`~spark_lineage.delivery.failover`).
 
         An event may be leased only if every earlier pending event that must precede it is in the same batch:
 
@@ -240,9 +452,10 @@ class Spool:
         So several senders (the lanes of one, or other processes) can send different runs at once, and each
         run's events still arrive in spool order."""
         now = time.time()
+        skip, skipped = _excluding(exclude)
         with self._transaction() as db:
             self._end_leases_of_ended_processes(db, now)
-            rows = self._leasable(db, destination, now, limit, one_run)
+            rows = self._leasable(db, destination, now, limit, one_run, skip, skipped)
             if rows:
                 db.executemany(
                     "UPDATE events SET leased_by = ?, leased_until = ? WHERE id = ?",
@@ -251,28 +464,42 @@ class Spool:
         return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
 
     @staticmethod
-    def _leasable(db: sqlite3.Connection, destination: str, now: float, limit: int, one_run: bool) -> list[Row]:
+    def _leasable(
+        db: sqlite3.Connection,
+        destination: str,
+        now: float,
+        limit: int,
+        one_run: bool,
+        skip: str = "",
+        skipped: tuple[str, ...] = (),
+    ) -> list[Row]:
         """The events :meth:`lease` may take. Between two barriers, an event that nobody holds may go when no
         earlier event of its run is held (an earlier one nobody holds is older, so it is taken first: a batch
         in id order that holds a run's event holds every earlier one of its run that is not held). A barrier
         may go once every earlier event of its destination is in the batch; the events after it, once it is.
-        Each step reads the barrier index, then ``events_by_destination`` from where the batch left off."""
+        Each step reads the barrier index, then ``events_by_destination`` from where the batch left off. The
+        events ``skip`` leaves out (:func:`_excluding`) count as not there."""
         batch: list[Row] = []
         after = 0
         while len(batch) < limit:
-            (barrier,) = db.execute(NEXT_BARRIER, (destination, after)).fetchone()
+            (barrier,) = db.execute(NEXT_BARRIER + skip, (destination, after, *skipped)).fetchone()
             before = barrier if barrier is not None else 2**63 - 1
             if one_run and not batch:
-                first = db.execute(FREE + "LIMIT 1", (destination, after, before, now, now)).fetchone()
+                first = db.execute(
+                    f"{FREE}{skip} ORDER BY id LIMIT 1", (destination, after, before, now, now, *skipped)
+                ).fetchone()
                 if first is not None:
-                    return [first, *Spool._rest_of_run(db, first, before, now, limit - 1)]
+                    return [first, *Spool._rest_of_run(db, first, before, now, limit - 1, skip, skipped)]
             elif not one_run:
-                batch += db.execute(FREE + "LIMIT ?", (destination, after, before, now, now, limit - len(batch)))
+                batch += db.execute(
+                    f"{FREE}{skip} ORDER BY id LIMIT ?",
+                    (destination, after, before, now, now, *skipped, limit - len(batch)),
+                )
             if barrier is None or len(batch) >= limit:
                 break
             earlier = db.execute(
-                "SELECT id FROM events WHERE destination = ? AND id < ? ORDER BY id LIMIT ?",
-                (destination, barrier, len(batch) + 1),
+                f"SELECT id FROM events WHERE destination = ? AND id < ?{skip} ORDER BY id LIMIT ?",
+                (destination, barrier, *skipped, len(batch) + 1),
             ).fetchall()
             row = db.execute(f"{COLUMNS} FROM events WHERE id = ? AND {LEASE_FREE}", (barrier, now)).fetchone()
             if row is None or [event_id for (event_id,) in earlier] != [r[0] for r in batch]:
@@ -284,20 +511,42 @@ class Spool:
         return batch
 
     @staticmethod
-    def _rest_of_run(db: sqlite3.Connection, first: Row, before: int, now: float, limit: int) -> list[Row]:
+    def _rest_of_run(
+        db: sqlite3.Connection, first: Row, before: int, now: float, limit: int, skip: str, skipped: tuple[str, ...]
+    ) -> list[Row]:
         """The events of ``first``'s run after it and before the barrier ``before``, up to the first one
         someone else holds (``events_by_run``)."""
         rest = []
         for row in db.execute(
-            f"{COLUMNS}, leased_until FROM events WHERE run_id = ? AND destination = ? AND id > ? AND id < ? "
+            f"{COLUMNS}, leased_until FROM events WHERE run_id = ? AND destination = ? AND id > ? AND id < ?{skip} "
             "ORDER BY id LIMIT ?",
-            (first[2], first[1], first[0], before, limit),
+            (first[2], first[1], first[0], before, *skipped, limit),
         ):
             if row[-1] is not None and row[-1] >= now:
                 break
             rest.append(row[:-1])
         return rest
 
+    def peek(self, destination: str, limit: int, exclude: Collection[int] = ()) -> list[SpooledEvent]:
+        """The oldest events for ``destination`` that no other live process holds, in order, without leasing
+        them: what a sender reads from a spool whose disk is too full to write leases on (leasing rewrites each
+        event's row), keeping its leases in memory instead (:mod:`~spark_lineage.delivery.failover`). Leases of
+        this process are ignored: they are its own, which that disk could not take back."""
+        now = time.time()
+        skip, skipped = _excluding(exclude)
+        ours = lease_owner("")
+        with self._lock:
+            holders = [owner for (owner,) in self._db.execute(LEASE_HOLDERS, (now,)).fetchall()]
+            free = json.dumps([owner for owner in holders if owner.startswith(ours) or _owner_ended(owner)])
+            rows = self._db.execute(
+                "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events "
+                "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ? "
+                f"OR leased_by IN (SELECT value FROM json_each(?))){skip} ORDER BY id LIMIT ?",
+                (destination, now, free, *skipped, limit),
+            ).fetchall()
+        return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
+
+    @_reclaiming(reserve=True)
     def acknowledge(self, event_id: int) -> None:
         """The backend has it: forget it."""
         with self._transaction() as db:
@@ -306,6 +555,7 @@ class Spool:
                 db.execute("DELETE FROM events WHERE id = ?", (event_id,))
                 self._add_bytes(db, -row[0])
 
+    @_reclaiming(reserve=True)
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
         """Give back events ``owner`` leased, unsent; ``attempted`` ones were tried and count an attempt. An
         event that is no longer ``owner``'s (a closed sender's send that ended late) stays with whoever has it
@@ -319,6 +569,7 @@ class Spool:
                 [(event_id, owner) for event_id in event_ids],
             )
 
+    @_reclaiming(reserve=True)
     def release_owned(self, owner: str, in_flight: InFlight | None = None) -> None:
         """Give back every event ``owner`` still holds (a sender that stops), except the one ``in_flight``:
         its request may still reach the backend, so it stays leased until that request has surely ended, and
@@ -337,8 +588,14 @@ class Spool:
 
     # --- looking ---------------------------------------------------------------------------------------
 
-    def pending(self, destination: str | None = None) -> Pending:
-        where, arguments = ("WHERE destination = ?", (destination,)) if destination else ("", ())
+    def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
+        """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
+        conditions, arguments = (["destination = ?"], [destination]) if destination else ([], [])
+        skip, skipped = _excluding(exclude)
+        if skip:
+            conditions.append(skip.removeprefix(" AND "))
+            arguments.extend(skipped)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         with self._lock:
             count, size = self._db.execute(
                 f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events {where}", arguments
@@ -346,12 +603,13 @@ class Spool:
             jobs = self._db.execute(f"SELECT DISTINCT job FROM events {where} ORDER BY job", arguments).fetchall()
         return Pending(int(count), tuple(job for (job,) in jobs), int(size))
 
-    def destinations(self) -> dict[str, str]:
-        """Every destination with events waiting, and the transport settings kept for it."""
+    def destinations(self) -> dict[str, str | None]:
+        """Every destination with events waiting, and the transport settings kept for it (``None``: none were
+        kept, or they could not be read back from a damaged file)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT d.destination, d.transport FROM destinations d "
-                "WHERE EXISTS (SELECT 1 FROM events e WHERE e.destination = d.destination)"
+                "SELECT e.destination, d.transport FROM (SELECT DISTINCT destination FROM events) e "
+                "LEFT JOIN destinations d ON d.destination = e.destination ORDER BY e.destination"
             ).fetchall()
         return dict(rows)
 
@@ -363,10 +621,12 @@ class Spool:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                # Inside: a COMMIT that fails (a full disk) must not leave the transaction open for the next one.
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     @staticmethod
     def _end_leases_of_ended_processes(db: sqlite3.Connection, now: float) -> None:
@@ -378,3 +638,17 @@ class Spool:
     def _add_bytes(db: sqlite3.Connection, delta: int) -> int:
         db.execute("UPDATE totals SET value = value + ? WHERE name = 'bytes'", (delta,))
         return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])
+
+
+def _excluding(ids: Collection[int]) -> tuple[str, tuple[str, ...]]:
+    """A condition leaving out the events ``ids`` names, and its argument (one JSON array, whatever the count)."""
+    if not ids:
+        return "", ()
+    return " AND id NOT IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except FileNotFoundError:
+        return 0

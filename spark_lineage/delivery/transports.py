@@ -1,6 +1,13 @@
 """Transports as the spool knows them: a name for where events go (the spool files events under it, and a
 process only sends what was meant for its own destination), the settings to reach it again without any
-secret (for ``spark-lineage replay``), and retries left to the spool.
+secret (for ``spark-lineage replay``, which puts the secrets back from its own configuration:
+:class:`ReplaySecrets`), and retries left to the spool.
+
+Neither the name nor the settings hold a secret: no api key, no credentials in the url, no header value and
+no url parameter value. The name shows the url parameters' names with their values redacted
+(``http http://h/api/v1/lineage?code=*********(redacted)``); the settings keep the names of the url
+parameters and headers the destination was reached with (``"urlParams": ["code"]``, ``"headers":
+["X-Team"]``), so that replay can say exactly which ones it needs.
 
 openlineage-python's HTTP transport retries a failed request five times with backoff inside ``emit``; with a
 spool that would send a slow backend a flood of copies and hold the sender for seconds per event, so its
@@ -11,15 +18,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
+from urllib.parse import parse_qsl, urlencode, urljoin
 
 from openlineage.client.transport import get_default_factory
 from openlineage.client.transport.transport import Transport, TransportFactory
 
 from spark_lineage.delivery.console import visible
 from spark_lineage.delivery.kafka import acknowledged
-from spark_lineage.redaction import Redactor
+from spark_lineage.redaction import Redactor, protect_logs, public_url
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
@@ -54,28 +63,55 @@ class SecretLearningFactory(TransportFactory):
 
 def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClient:
     """The client ``config`` describes, with ``redactor`` knowing every secret of its transport."""
-    redactor.learn([os.environ.get("OPENLINEAGE_API_KEY") or ""])  # the OPENLINEAGE_URL shortcut's key
+    # The OPENLINEAGE_URL shortcut: openlineage-python makes that transport without asking the factory.
+    redactor.learn([os.environ.get("OPENLINEAGE_API_KEY") or ""])
+    for variable in ("OPENLINEAGE_URL", "OPENLINEAGE_ENDPOINT"):
+        redactor.learn_from_url(os.environ.get(variable) or "")
     redactor.learn_from_transport(config.transport or {})
     client = config.create_client(SecretLearningFactory(redactor))
     # with nothing configured, openlineage-python makes its console transport without asking the factory
     client.transport = visible(client.transport)
+    learn_secrets(redactor, client.transport)
     return client
+
+
+def learn_secrets(redactor: Redactor, transport: Any) -> None:
+    """Teach ``redactor`` the secrets a transport holds, however it was made (a client passed in, too): its
+    url's password, its url parameters, its header values and its api key."""
+    kind = getattr(transport, "kind", None)
+    if kind in ("http", "async_http"):
+        config = transport.config
+        redactor.learn_from_url(str(config.url))
+        redactor.learn_from_url(str(config.endpoint))
+        redactor.learn(str(value) for value in (config.custom_headers or {}).values())
+        redactor.learn([str(getattr(config.auth, "api_key", None) or "")])
+    elif kind == "composite":
+        for child in transport.transports:
+            learn_secrets(redactor, child)
+    elif kind == "transform":
+        learn_secrets(redactor, transport.transport)
 
 
 def describe(transport: Any) -> tuple[str, dict[str, Any]]:
     """``(destination, settings)``: where ``transport`` sends, and how to make it again without secrets."""
     kind = getattr(transport, "kind", None) or type(transport).__name__
     if kind == "http":
-        # Credentials in the url stay out of the spool; replay gets them from its own configuration.
-        public_url = Redactor().text(transport.url)
-        url = urljoin(public_url, transport.endpoint)
-        settings: dict[str, Any] = {"type": "http", "url": public_url, "endpoint": transport.endpoint}
+        # Credentials in the url, url parameter values and header values stay out of the spool; replay gets
+        # them from its own configuration.
+        url = public_url(transport.url).partition("?")[0]
+        endpoint, _, query = str(transport.endpoint).partition("?")
+        settings: dict[str, Any] = {"type": "http", "url": url, "endpoint": endpoint}
         settings["timeout"] = transport.timeout
         if type(getattr(transport.config, "auth", None)).__name__ == "ApiKeyTokenProvider":
             settings["auth"] = {"type": "api_key"}  # the key itself comes from the replaying user
         if transport.compression:
             settings["compression"] = str(getattr(transport.compression, "value", transport.compression))
-        return f"http {url}", settings
+        params = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
+        if params:
+            settings["urlParams"] = list(dict.fromkeys(params))
+        if transport.config.custom_headers:
+            settings["headers"] = sorted(transport.config.custom_headers)
+        return f"http {public_url(urljoin(url, str(transport.endpoint)))}", settings
     if kind == "file":
         config = transport.config
         return f"file {config.log_file_path}", {
@@ -109,23 +145,155 @@ def describe(transport: Any) -> tuple[str, dict[str, Any]]:
 
 
 API_KEY_ENV = "OPENLINEAGE_API_KEY"
+CONF_TRANSPORT = "spark.openlineage.transport."
+"""The prefix of the ``--conf`` keys that give replay what the spool does not keep."""
 
 
 def needs_api_key(settings: dict[str, Any]) -> bool:
     """Whether a destination kept in the spool was reached with an api key (which the spool does not keep)."""
     if (settings.get("auth") or {}).get("type") == "api_key":
         return True
-    return any(needs_api_key(child) for child in settings.get("transports") or [])
+    return any(needs_api_key(child) for child in _children(settings))
 
 
-def with_api_key(settings: dict[str, Any], api_key: str) -> dict[str, Any]:
-    """``settings`` with the api key put back where it was used."""
+@dataclass(frozen=True)
+class ReplaySecrets:
+    """What the spool does not keep, as the replaying user gives it: ``--conf
+    spark.openlineage.transport.urlParams.<name>`` / ``headers.<name>`` / ``auth.apiKey``, else
+    openlineage-python's own configuration and ``$OPENLINEAGE_API_KEY``."""
+
+    api_key: str | None = None
+    url_params: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def is_key(key: str) -> bool:
+        """Whether a ``--conf`` key gives replay a secret rather than a transport of its own."""
+        rest = key[len(CONF_TRANSPORT) :] if key.startswith(CONF_TRANSPORT) else ""
+        group, dot, name = rest.partition(".")
+        return rest == "auth.apiKey" or (bool(dot and name) and group in ("urlParams", "headers", "custom_headers"))
+
+    @classmethod
+    def gathered(cls, confs: Mapping[str, str], client_transport: Mapping[str, Any] | None = None) -> ReplaySecrets:
+        """The secrets ``--conf`` keys give (see :meth:`is_key`), over those of openlineage-python's own
+        transport settings (``openlineage.yml``, ``OPENLINEAGE__TRANSPORT__*``: ``custom_headers``, the url
+        parameters of its ``endpoint``) and ``$OPENLINEAGE_API_KEY``."""
+        own = dict(client_transport or {})
+        url_params = dict(parse_qsl(str(own.get("endpoint") or "").partition("?")[2]))
+        url_params.update(_mapping(own, "urlParams", "urlparams", "url_params"))
+        headers = _mapping(own, "headers", "custom_headers")
+        auth = _mapping(own, "auth")
+        api_key = os.environ.get(API_KEY_ENV) or auth.get("apiKey") or auth.get("api_key")
+        for key, value in confs.items():
+            if not cls.is_key(key):
+                continue
+            group, _, name = key[len(CONF_TRANSPORT) :].partition(".")
+            if group == "auth":
+                api_key = value
+            elif group == "urlParams":
+                url_params[name] = value
+            else:
+                headers[name] = value
+        return cls(api_key or None, url_params, headers)
+
+    def teach(self, redactor: Redactor) -> None:
+        """Make these secrets known to ``redactor`` (url parameters by name too: see
+        :mod:`~spark_lineage.redaction`)."""
+        redactor.learn([self.api_key or "", *self.headers.values()])
+        redactor.learn_url_params(self.url_params)
+
+    def missing(self, settings: Mapping[str, Any]) -> list[str]:
+        """The ``--conf`` keys a kept destination needs that these secrets do not give, in order."""
+        found = [
+            *(f"urlParams.{name}" for name in settings.get("urlParams") or () if name not in self.url_params),
+            *(f"headers.{name}" for name in settings.get("headers") or () if self.header(name) is None),
+        ]
+        for child in _children(settings):
+            found += self.missing(child)
+        return [CONF_TRANSPORT + key for key in dict.fromkeys(found)]
+
+    def header(self, name: str) -> str | None:
+        """A header's value (header names are case-insensitive)."""
+        if name in self.headers:
+            return self.headers[name]
+        return next((value for key, value in self.headers.items() if key.lower() == name.lower()), None)
+
+
+def _mapping(settings: Mapping[str, Any], *spellings: str) -> dict[str, str]:
+    """The mapping setting ``settings`` holds under any of ``spellings``, as text; ``{}`` for none."""
+    found: dict[str, str] = {}
+    for spelling in spellings:
+        value = settings.get(spelling)
+        if isinstance(value, Mapping):
+            found.update({str(key): str(item) for key, item in value.items()})
+    return found
+
+
+def _children(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The transports a kept composite or transform transport holds."""
+    inner = settings.get("transport")
+    return [*(settings.get("transports") or []), *([inner] if isinstance(inner, Mapping) else [])]
+
+
+def with_secrets(settings: dict[str, Any], secrets: ReplaySecrets) -> dict[str, Any]:
+    """Kept ``settings`` with the secrets put back where they were used: the api key, the url parameters (on the
+    endpoint's query, as the transport sent them) and the headers. A name without a value is left out (see
+    :meth:`ReplaySecrets.missing`)."""
     settings = dict(settings)
-    if (settings.get("auth") or {}).get("type") == "api_key":
-        settings["auth"] = {"type": "api_key", "apiKey": api_key}
+    if (settings.get("auth") or {}).get("type") == "api_key" and secrets.api_key:
+        settings["auth"] = {"type": "api_key", "apiKey": secrets.api_key}
+    names = settings.pop("urlParams", None) or []
+    params = {name: secrets.url_params[name] for name in names if name in secrets.url_params}
+    if params:
+        endpoint = str(settings.get("endpoint", "api/v1/lineage"))
+        settings["endpoint"] = endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
+    headers = {name: secrets.header(name) for name in settings.pop("headers", None) or []}
+    if any(value is not None for value in headers.values()):
+        settings["custom_headers"] = {name: value for name, value in headers.items() if value is not None}
     if settings.get("transports"):
-        settings["transports"] = [with_api_key(child, api_key) for child in settings["transports"]]
+        settings["transports"] = [with_secrets(child, secrets) for child in settings["transports"]]
+    if isinstance(settings.get("transport"), Mapping):
+        settings["transport"] = with_secrets(dict(settings["transport"]), secrets)
     return settings
+
+
+def rebuilt(destination: str, kept: dict[str, Any], secrets: ReplaySecrets) -> Any:
+    """The transport a kept destination was reached with, its secrets put back from ``secrets``; the log lines of
+    this process know them, as those of the process that spooled. :class:`CannotRebuildError` says, in one line
+    without a secret, what to pass when something is missing or the transport cannot be made here."""
+    redactor = Redactor()
+    redactor.learn_from_transport(kept)  # a spool of an earlier release kept url parameters in the endpoint
+    secrets.teach(redactor)
+    protect_logs(redactor)
+    shown = redactor.text(destination)
+    missing = secrets.missing(kept)
+    if needs_api_key(kept) and not secrets.api_key:
+        if not missing:
+            raise CannotRebuildError(
+                f"{shown} takes an api key, which the spool does not keep: set {API_KEY_ENV}, or pass "
+                "--conf spark.openlineage.transport.* settings"
+            )
+        missing.insert(0, f"{CONF_TRANSPORT}auth.apiKey")
+    if missing:
+        kinds = {"auth": "an api key", "urlParams": "url parameters", "headers": "headers"}
+        what = [kinds[key[len(CONF_TRANSPORT) :].split(".")[0]] for key in missing]
+        listed = list(dict.fromkeys(what))
+        takes = ", ".join(listed[:-1]) + (" and " if len(listed) > 1 else "") + listed[-1]
+        named = " ".join(f"--conf {key}=<value>" for key in missing)
+        raise CannotRebuildError(f"{shown} takes {takes}, which the spool does not keep: pass {named}")
+    settings = with_secrets(kept, secrets)
+    redactor.learn_from_transport(settings)
+    try:
+        return make_transport(settings)
+    except Exception as error:  # noqa: BLE001 - said in one line; the other destinations are still replayed
+        raise CannotRebuildError(
+            f"{shown}: its transport cannot be made here ({redactor.text(str(error))}); pass --conf "
+            "spark.openlineage.transport.* settings"
+        ) from None
+
+
+class CannotRebuildError(Exception):
+    """A kept destination's transport cannot be made again; the message says why and what to pass."""
 
 
 def leave_retries_to_the_spool(transport: Any) -> None:

@@ -11,6 +11,7 @@
 - :mod:`~spark_lineage.jvm.streaming`: the streaming query listener, and reads of its events;
 - :mod:`~spark_lineage.jvm.iceberg`: Iceberg's metrics reporter;
 - :mod:`~spark_lineage.jvm.values`: how values cross (joined strings, cached class lookups).
+- :mod:`~spark_lineage.jvm.watch`: notices the JVM's process ending (SIGTERM, SIGKILL, a crash).
 
 Everything it returns is plain Python data (:mod:`spark_lineage.plan`); none of it knows what a plan node
 means.

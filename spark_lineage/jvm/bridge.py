@@ -2,6 +2,9 @@
 
 The bridge is made for every new session the start-up hook sees, so making one costs nothing: the readers
 behind :meth:`JvmBridge.capture` and the Iceberg reporter are created on first use.
+
+Once the JVM has ended (:meth:`JvmBridge.watch_jvm`, :attr:`JvmBridge.gone`), the bridge makes no JVM call:
+the context counts as stopped, so shutdown skips every JVM step, and reads raise :class:`JvmGoneError` at once.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from spark_lineage.jvm import watch
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
 from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, PendingSqlJob, RddJobReader, read_sql_job
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
-from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, parse_map, safe, unwrap_option
+from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, JvmError, parse_map, safe, unwrap_option
 from spark_lineage.plan import CapturedQuery, JobIo, RddJobEnd, RddJobStart, SessionInfo, SqlJobEnd, SqlJobStart
 
 if TYPE_CHECKING:
@@ -54,6 +58,13 @@ class QueryListener(JavaCallback):
 
     class Java:
         implements = [_QUERY_LISTENER]
+
+
+class JvmGoneError(JvmError):
+    """The JVM has ended: nothing can be read from it."""
+
+    def __init__(self) -> None:
+        super().__init__("the JVM ended")
 
 
 class JvmBridge:
@@ -117,7 +128,25 @@ class JvmBridge:
         value = self._jsession.conf().get("spark.redaction.regex", None)
         return None if value is None else str(value)
 
+    # --- the JVM's end -------------------------------------------------------------------------------------
+
+    def watch_jvm(self, on_end: Callable[[], None]) -> bool:
+        """Call ``on_end`` (once, from a daemon thread) when the JVM's process ends, however it ends; from then
+        on :attr:`gone` is true. Returns whether the JVM is watched. Never raises."""
+        return watch.watch(self._gateway, on_end)
+
+    @property
+    def gone(self) -> bool:
+        """The JVM has ended: the bridge makes no JVM call any more."""
+        return watch.ended(self._gateway)
+
+    def _alive(self) -> None:
+        if self.gone:
+            raise JvmGoneError
+
     def is_stopped(self) -> bool:
+        if self.gone:
+            return True
         try:
             return bool(self._sc._jsc is None or self._sc._jsc.sc().isStopped())
         except Exception:  # noqa: BLE001 - a dead gateway is a stopped context
@@ -185,15 +214,17 @@ class JvmBridge:
 
     def remove_job_listener(self) -> None:
         listener, self._job_listener = self._job_listener, None
-        if listener is not None:
+        if listener is not None and not self.gone:
             listener.remove()
 
     def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
         """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
+        self._alive()
         return self._job_reader().read(pending)
 
     def read_job_io(self, job_id: int) -> JobIo:
         """What an ended job's tasks read and wrote (see :meth:`RddJobReader.read_io`)."""
+        self._alive()
         return self._job_reader().read_io(job_id)
 
     def _job_reader(self) -> RddJobReader:
@@ -210,6 +241,7 @@ class JvmBridge:
 
     def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
         """Read a finished query (see :meth:`spark_lineage.jvm.spark.QueryReader.capture`)."""
+        self._alive()
         reader = self._readers.get(threading.get_ident())
         if reader is None:
             reader = QueryReader(self._jsession, self._gateway, self._classes, rules.probes_for)
@@ -219,6 +251,7 @@ class JvmBridge:
     # --- Iceberg metrics reporter --------------------------------------------------------------------------
 
     def install_iceberg_reporter(self, reporter: IcebergMetricsReporter, catalog_names: list[str]) -> list[str]:
+        self._alive()
         return self._iceberg_installer().install(reporter, catalog_names)
 
     def uninstall_iceberg_reporter(self) -> None:
@@ -226,6 +259,7 @@ class JvmBridge:
             self._iceberg.uninstall(context_stopped=self.is_stopped())
 
     def iceberg_report_json(self, pending: PendingReport) -> tuple[str, str]:
+        self._alive()
         return self._iceberg_installer().report_json(pending)
 
     def _iceberg_installer(self) -> IcebergReporterInstaller:

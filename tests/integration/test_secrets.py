@@ -9,18 +9,20 @@ py4j and openlineage-python included, from ``enable()`` on.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.jars import sqlite_jdbc
 from tests.parity.scenarios import write_shop_database
-from tests.support import LineageReceiver, only_run
+from tests.support import LineageReceiver, app_events, only_run
 
 pytestmark = pytest.mark.spark
 
@@ -137,3 +139,117 @@ def test_no_planted_secret_reaches_events_spool_or_debug_logs(tmp_path: Path, re
     for event in create:
         assert "OPTIONS ('password'='*********(redacted)')" in event["job"]["facets"]["sql"]["query"]
     assert not receiver.invalid
+
+
+URL_CODE = "PLANTED-url-code-8"
+"""An Azure-Functions-style key: ``code`` matches no secret-key pattern; only its place marks it secret."""
+URL_HEADER = "PLANTED-url-header-9"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """A ``spark-lineage`` command as users run it, in its own process, without the machine's OPENLINEAGE_*."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENLINEAGE", "SPARK_CONF_DIR"))}
+    command = [sys.executable, "-m", "spark_lineage.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=180, check=False)
+
+
+@pytest.mark.once
+def test_url_parameters_and_headers_stay_out_of_debug_logs_the_spool_replay_and_doctor(
+    spark: Any, data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, receiver: LineageReceiver
+) -> None:
+    import spark_lineage
+
+    spool = tmp_path / "spool"
+    prefix = "spark.openlineage.transport."
+    confs = {
+        f"{prefix}type": "http",
+        f"{prefix}url": receiver.url,
+        f"{prefix}urlParams.code": URL_CODE,
+        f"{prefix}headers.X-Team": URL_HEADER,
+    }
+    try:
+        with caplog.at_level(logging.DEBUG):
+            for key, value in confs.items():  # as a notebook sets them: py4j logs each call at DEBUG
+                spark.conf.set(key, value)
+            handle = spark_lineage.enable(
+                spark, appName="url secrets job", python={"spool": {"dir": str(spool)}, "shutdownTimeoutSeconds": 2}
+            )
+            spark.range(3).write.parquet(str(data_dir / "delivered"))
+            assert handle.flush(60)
+            receiver.stop()  # down for the rest: what follows stays spooled, and warnings say so
+            spark.range(3).write.parquet(str(data_dir / "spooled"))
+            shown = repr(handle) + repr(handle.config)
+            handle.disable()
+    finally:
+        for key in confs:
+            spark.conf.unset(key)
+    destination = f"{receiver.url}/api/v1/lineage?code=*********(redacted)"
+    logs = caplog.text
+    assert URL_CODE not in logs and URL_HEADER not in logs
+    assert shown.startswith("<spark_lineage handle") and URL_CODE not in shown and URL_HEADER not in shown
+    # The logs said what happened, with the secrets redacted: the line that says lineage is on, the warnings.
+    assert f"events go to {destination} (spooled in {spool})" in logs
+    assert f"not delivered to http {destination}" in logs
+    assert "Command to send" in logs and 'code=*********(redacted) HTTP/1.1" 200' in logs  # py4j, urllib3
+    # The live path sent the url parameter and the header.
+    delivered = len(receiver.events)
+    assert delivered >= 3 and receiver.paths == [f"/api/v1/lineage?code={URL_CODE}"] * delivered
+    assert {headers["X-Team"] for headers in receiver.headers} == {URL_HEADER}
+
+    def spooled_bytes() -> bytes:
+        return b"".join(file.read_bytes() for file in sorted(spool.iterdir()) if file.is_file())
+
+    assert (spool / "spool.sqlite").is_file() and URL_CODE.encode() not in spooled_bytes()
+    assert URL_HEADER.encode() not in spooled_bytes()
+    with sqlite3.connect(spool / "spool.sqlite") as db:
+        waiting = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+        kept = db.execute("SELECT destination, transport FROM destinations").fetchall()
+    assert waiting >= 3
+    assert kept == [
+        (
+            f"http {destination}",
+            json.dumps(
+                {
+                    "endpoint": "api/v1/lineage",
+                    "headers": ["X-Team"],
+                    "timeout": 5.0,
+                    "type": "http",
+                    "url": receiver.url,
+                    "urlParams": ["code"],
+                },
+                sort_keys=True,
+            ),
+        )
+    ]
+
+    # Replay without the secrets says, in one line, exactly what to pass; it sends nothing.
+    receiver.start()
+    refused = _cli("replay", "--spool", str(spool), "--timeout", "10")
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"spark-lineage replay: http {destination} takes url parameters and headers, which the spool does not "
+        f"keep: pass --conf {prefix}urlParams.code=<value> --conf {prefix}headers.X-Team=<value>\n",
+    )
+    assert len(receiver.events) == delivered
+    # With them, every event arrives, sent with the url parameter and the header.
+    given = [f"--conf={prefix}urlParams.code={URL_CODE}", f"--conf={prefix}headers.X-Team={URL_HEADER}"]
+    replayed = _cli("replay", "--spool", str(spool), "--timeout", "60", *given)
+    assert (replayed.returncode, replayed.stderr) == (0, ""), replayed.stdout
+    assert replayed.stdout == f"spark-lineage replay: {waiting} of {waiting} events delivered from {spool}\n"
+    assert len(receiver.events) == delivered + waiting
+    assert receiver.paths == [f"/api/v1/lineage?code={URL_CODE}"] * len(receiver.events)
+    assert {headers["X-Team"] for headers in receiver.headers} == {URL_HEADER}
+    assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE"]
+    assert URL_CODE.encode() not in spooled_bytes() and URL_HEADER.encode() not in spooled_bytes()
+
+    # doctor probes the same backend with the same secrets, and prints neither.
+    diagnosed = _cli("doctor", *(f"--conf={key}={value}" for key, value in confs.items()))
+    assert diagnosed.returncode == 0, diagnosed.stdout + diagnosed.stderr
+    assert diagnosed.stdout.splitlines()[-1] == (
+        f"[ok]  backend: {destination} accepted a probe event (HTTP 200 OK): job spark_lineage_doctor in "
+        "namespace default"
+    )
+    assert receiver.paths[-1] == f"/api/v1/lineage?code={URL_CODE}"
+    for output in (refused, replayed, diagnosed):
+        text = output.stdout + output.stderr
+        assert URL_CODE not in text and URL_HEADER not in text and "Traceback" not in text

@@ -4,6 +4,7 @@ does its helper process, however the script ends; ``spark-lineage replay`` deliv
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -99,11 +100,15 @@ def types_of(events: list[dict[str, Any]], job: str) -> list[str]:
 
 
 def undelivered_line(text: str, count: int, spool: Path | None) -> str:
-    """The one line that says what was left undelivered (``count`` events, waiting in ``spool``)."""
-    (line,) = [line for line in text.splitlines() if "could not be delivered" in line]
-    assert line.startswith(f"iceberg_facets: {count} lineage event{'' if count == 1 else 's'} (jobs "), line
+    """The one line that ends the process's lineage, when none of its ``count`` events was delivered: all waiting
+    in ``spool``, or all lost when it is ``None`` (kept in memory)."""
+    (line,) = [line for line in text.splitlines() if " spooled for replay, " in line]
+    events = f"iceberg_facets: {count} lineage event{'' if count == 1 else 's'}: 0 delivered"
     if spool is not None:
+        assert line.startswith(f"{events}, {count} spooled for replay, 0 lost; the {count} spooled (jobs "), line
         assert line.endswith(f"deliver them with: spark-lineage replay --spool {spool}"), line
+    else:
+        assert line.startswith(f"{events}, 0 spooled for replay, {count} lost; {count} lost (jobs "), line
     return line
 
 
@@ -245,7 +250,7 @@ def test_when_the_script_is_killed_its_helper_exits_within_the_shutdown_timeout_
     # The script's terminal got nothing from the helper once the script was gone (the shell prompt was back):
     # the helper's last lines went to a file next to the spool.
     printed = errors.read_text()
-    assert "could not be delivered" not in printed and "Traceback" not in printed, printed
+    assert "spooled for replay" not in printed and "Traceback" not in printed, printed
     logged_later = [line.partition("] ")[2] for line in (spool / HELPER_LOG).read_text().splitlines()]
     undelivered_line("\n".join(logged_later), 3, spool)
 
@@ -341,21 +346,40 @@ def test_with_the_spool_disabled_nothing_is_written_to_disk_and_the_loss_is_said
     assert not delivered
     line = undelivered_line(logged(caplog), 1, None)
     assert "(jobs default/volatile.create_table.pycat_db_volatile)" in line
-    assert line.endswith("wait in memory; the spool is in memory (python.spool.disabled=true): they are lost")
+    assert line.endswith(
+        f"neither spooled (python.spool.disabled=true) nor delivered to http {dead}/api/v1/lineage "
+        "(connection refused) before the process ended"
+    )
     assert not (tmp_path / "unused").exists()
 
 
 @pytest.mark.parametrize("delivery", ["process", "thread"])
-def test_a_spool_directory_that_cannot_be_written_is_refused_at_enable(tmp_path: Path, delivery: str) -> None:
-    from pyiceberg.table import Transaction
-
-    original = Transaction.__dict__["commit_transaction"]
+def test_a_spool_directory_that_cannot_be_written_costs_durability_not_lineage(
+    catalog: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, delivery: str
+) -> None:
+    """A spool is lineage's business: ``enable()`` says once what is wrong and what it costs, and events go
+    straight to the backend from memory."""
     occupied = tmp_path / "a-file"
     occupied.write_text("not a directory")
-    with pytest.raises(iceberg_facets.ConfigError) as raised:
-        iceberg_facets.enable(transport={"type": "console"}, spool_dir=occupied, delivery=delivery)
-    assert str(raised.value).startswith(
-        f"iceberg_facets.enable() option spool_dir: cannot keep a lineage spool in {occupied}"
+    receiver = LineageReceiver()
+    try:
+        handle = iceberg_facets.enable(
+            transport={"type": "http", "url": receiver.url}, spool_dir=occupied, delivery=delivery, job_name="nodisk"
+        )
+        try:
+            catalog.create_table("db.nodisk", schema=rows([1]).schema)
+        finally:
+            assert handle.disable(timeout=30)
+        assert [(e["job"]["name"], e["eventType"]) for e in receiver.events] == [
+            ("nodisk.create_table.pycat_db_nodisk", "COMPLETE")
+        ]
+    finally:
+        receiver.close()
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning == (
+        f"iceberg_facets: the spool cannot be opened in {occupied} (FileExistsError: [Errno 17] File exists: "
+        f"'{occupied}'): events go straight to the backend from memory instead (at most python.spool.maxBytes="
+        "268435456 bytes), and those it has not taken when the process ends are lost. Name a writable directory "
+        "with iceberg_facets.enable() option spool_dir"
     )
-    assert Transaction.__dict__["commit_transaction"] is original
-    assert iceberg_facets.runtime.active() is None
+    assert occupied.read_text() == "not a directory"

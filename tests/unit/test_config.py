@@ -408,15 +408,6 @@ def test_delivery_concurrency() -> None:
     assert resolve({}).delivery_concurrency == 4
 
 
-def test_an_unusable_spool_directory_is_a_config_error(tmp_path: Path) -> None:
-    from spark_lineage.delivery import open_spool
-
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    with pytest.raises(ConfigError, match=r"^spark\.openlineage\.python\.spool\.dir: cannot keep a lineage spool"):
-        open_spool(resolve({"spark.openlineage.python.spool.dir": str(blocker / "spool")}))
-
-
 def test_repr_of_the_settings_never_shows_the_api_key() -> None:
     config = resolve(
         {

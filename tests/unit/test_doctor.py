@@ -207,7 +207,7 @@ def test_the_backend_check_sends_what_the_transport_sends_and_classifies_the_ans
         result = doctor(*http_confs(backend.url))
     finally:
         backend.close()
-    url = f"{backend.url}/api/v2/events?tenant=blue"
+    url = f"{backend.url}/api/v2/events?tenant=*********(redacted)"  # a url parameter's value is a secret
     assert lines(result)[-1] == expected.format(url=url), result.stdout + result.stderr
     assert result.returncode == code
     assert len(backend.requests) == 1  # one request: no retries of a refused or failed probe
@@ -218,6 +218,7 @@ def test_the_backend_check_sends_what_the_transport_sends_and_classifies_the_ans
     assert headers["Content-Type"] == "application/json"
     assert SECRET not in result.stdout + result.stderr
     assert "lineage-team" not in result.stdout + result.stderr  # header values count as secrets
+    assert "blue" not in result.stdout + result.stderr  # so do url parameters' values, however short
     assert "Traceback" not in result.stderr
 
 
@@ -347,7 +348,8 @@ def test_an_async_http_transport_is_checked_with_the_same_request() -> None:
     finally:
         backend.close()
     assert lines(result)[-1] == (
-        f"[ok]  backend: {backend.url}/api/v2/events?tenant=blue accepted a probe event (HTTP 200 OK): job "
+        f"[ok]  backend: {backend.url}/api/v2/events?tenant=*********(redacted) accepted a probe event (HTTP 200 OK): "
+        "job "
         "spark_lineage_doctor in namespace default"
     ), result.stdout + result.stderr
     [(path, headers)] = backend.requests

@@ -14,7 +14,7 @@ from spark_lineage import endings
 
 SCRIPT = textwrap.dedent(
     """
-    import os, signal, sys, time
+    import atexit, os, signal, sys, time
     from spark_lineage import endings
 
     def user_handler(number, frame):
@@ -28,7 +28,25 @@ SCRIPT = textwrap.dedent(
     def end(ending):
         print("ENDING", ending.state.value, ending.error, ending.ending_first, flush=True)
 
+    def jvm_ends():
+        ending = endings.jvm_ended()
+        print("JVM ENDED", ending and ending.error, flush=True)
+
     endings.install(end, end, timeout=5)
+    if mode == "jvm_ends_at_exit":  # registered later, so run first: the JVM ends before lineage's exit hook
+        atexit.register(jvm_ends)
+    if mode == "jvm_ends":
+        jvm_ends()
+    if mode == "jvm_ends_then_raise":
+        jvm_ends()
+        raise ConnectionRefusedError(111, "Connection refused")
+    if mode == "interrupted_then_jvm_ends":
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        except KeyboardInterrupt:
+            jvm_ends()
+            sys.exit(130)
     if mode == "exit3":
         sys.exit(3)
     if mode == "exit_message":
@@ -96,6 +114,29 @@ def test_each_way_of_ending_gets_its_state(
     mode: str, send: signal.Signals | None, returncode: int, lines: list[str]
 ) -> None:
     assert _run(mode, send) == (returncode, lines)
+
+
+@pytest.mark.parametrize(
+    ("mode", "returncode", "lines"),
+    [
+        # The runs end at once (on the watch's thread, in lineage), and the exit hook finds them ended.
+        ("jvm_ends", 0, ["JVM ENDED the JVM ended", "ENDING FAIL the JVM ended True"]),
+        # What the job raised once its JVM was gone is a consequence: the cause is the message.
+        ("jvm_ends_then_raise", 1, ["JVM ENDED the JVM ended", "ENDING FAIL the JVM ended True"]),
+        # The JVM ending while the process exits is no failure: the exit decides (with PySpark's hook first).
+        ("jvm_ends_at_exit", 0, ["JVM ENDED None", "ENDING COMPLETE None False"]),
+        # Ctrl-C reaches the whole process group, the JVM included: the driver's own interruption speaks.
+        (
+            "interrupted_then_jvm_ends",
+            130,
+            ["JVM ENDED None", "ENDING ABORT the application was interrupted (SIGINT) and exited with code 130 False"],
+        ),
+    ],
+)
+def test_the_jvm_ending_first_fails_the_runs_unless_the_process_ends_its_own_way(
+    mode: str, returncode: int, lines: list[str]
+) -> None:
+    assert _run(mode) == (returncode, lines)
 
 
 def test_exit_codes_as_sys_exit_gives_them() -> None:

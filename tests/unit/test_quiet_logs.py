@@ -18,7 +18,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.transport import get_default_factory
 
 from spark_lineage.config import resolve
-from spark_lineage.delivery import Delivery, Spool, create_client
+from spark_lineage.delivery import Delivery, FailoverSpool, create_client
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor, protect_logs
 from spark_lineage.worker import ErrorLog, problem
@@ -27,7 +27,9 @@ from tests.support import REPO_ROOT, free_port, minimal_run_event
 EVENTS = 12
 
 
-def _deliver_to(transport_settings: dict[str, object], spool: Spool, caplog: pytest.LogCaptureFixture) -> Delivery:
+def _deliver_to(
+    transport_settings: dict[str, object], spool: FailoverSpool, caplog: pytest.LogCaptureFixture
+) -> Delivery:
     transport = get_default_factory().create(transport_settings)
     leave_retries_to_the_spool(transport)
     delivery = Delivery(OpenLineageClient(transport=transport), spool, ErrorLog(), Redactor())
@@ -47,7 +49,7 @@ def test_a_dead_backend_is_one_warning_with_where_the_events_wait_and_a_count_at
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    _deliver_to({"type": "http", "url": url}, Spool(tmp_path), caplog)
+    _deliver_to({"type": "http", "url": url}, FailoverSpool(tmp_path), caplog)
 
     warnings = [_printed(r) for r in caplog.records if r.levelno >= logging.WARNING]
     # How many events wait when the first send fails depends on how fast the sender woke up.
@@ -59,9 +61,10 @@ def test_a_dead_backend_is_one_warning_with_where_the_events_wait_and_a_count_at
         f"spark_lineage: {waiting.group(1)} not delivered to http {url}/api/v1/lineage "
         f"(connection refused); they wait in the spool at {tmp_path} and are sent when the backend answers "
         f"again, or with: spark-lineage replay --spool {tmp_path} (repeats are counted; details at DEBUG)",
-        f"spark_lineage: {EVENTS} lineage events (jobs default/job_0, default/job_1, default/job_10, "
-        f"default/job_11, default/job_2 and 7 more) could not be delivered to http {url}/api/v1/lineage "
-        f"(connection refused) and wait in {tmp_path}; deliver them with: spark-lineage replay --spool {tmp_path}",
+        f"spark_lineage: {EVENTS} lineage events: 0 delivered, {EVENTS} spooled for replay, 0 lost; the {EVENTS} "
+        "spooled (jobs default/job_0, default/job_1, default/job_10, default/job_11, default/job_2 and 7 more) were "
+        f"not delivered to http {url}/api/v1/lineage (connection refused) and wait in {tmp_path}: deliver them "
+        f"with: spark-lineage replay --spool {tmp_path}",
     ]
     tracebacks = [_printed(r) for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info]
     assert tracebacks and all("Traceback (most recent call last)" in text for text in tracebacks)
@@ -83,7 +86,9 @@ def test_a_composite_transports_failing_child_is_one_warning_not_one_per_event(
     }
     transport = get_default_factory().create(settings)
     leave_retries_to_the_spool(transport)
-    delivery = Delivery(OpenLineageClient(transport=transport), Spool(tmp_path / "spool"), ErrorLog(), Redactor())
+    delivery = Delivery(
+        OpenLineageClient(transport=transport), FailoverSpool(tmp_path / "spool"), ErrorLog(), Redactor()
+    )
     with caplog.at_level(logging.DEBUG):
         for run in range(EVENTS):
             delivery.submit(minimal_run_event(run))
@@ -146,7 +151,7 @@ def test_where_lineage_goes_names_no_secret(tmp_path: Path) -> None:
     )
     redactor = Redactor(config.redaction_pattern)
     client = create_client(config, redactor)
-    delivery = Delivery(client, Spool(tmp_path), ErrorLog(), redactor)
+    delivery = Delivery(client, FailoverSpool(tmp_path), ErrorLog(), redactor)
     described = delivery.description()
     delivery.close(0)
     assert described.startswith(f"events go to http://127.0.0.1:{port}/")

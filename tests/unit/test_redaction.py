@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 from openlineage.client.event_v2 import InputDataset, Job, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import sql_job
 
 from spark_lineage.delivery.payloads import to_payload
-from spark_lineage.redaction import REDACTED, Redactor, protect_logs, url_passwords
+from spark_lineage.redaction import REDACTED, Redactor, protect_logs, public_url, url_passwords
 
 
 @pytest.mark.parametrize(
@@ -174,3 +177,193 @@ def test_py4j_calls_as_py4j_logs_them() -> None:
     assert Redactor().text(command) == f"c\no45\nset\nsspark.openlineage.transport.auth.apiKey\ns{REDACTED}\ne\n"
     harmless = "c\no45\nset\nsspark.app.name\nsmy app\ne\n"
     assert Redactor().text(harmless) == harmless
+
+
+# --- url parameters and headers: secrets the configuration marks as such -------------------------------------
+
+URL_CONFS = {
+    "spark.openlineage.transport.type": "http",
+    "spark.openlineage.transport.url": "http://etl:url-pass-9@127.0.0.1:9/base/",
+    "spark.openlineage.transport.urlParams.code": "Az-func-key-01",
+    "spark.openlineage.transport.urlParams.v": "42",  # short: redacted by name, not searched for
+    "spark.openlineage.transport.headers.X-Team": "team-header-02",
+    "spark.openlineage.transport.auth.type": "api_key",
+    "spark.openlineage.transport.auth.apiKey": "api-key-03",
+}
+URL_SECRETS = ("Az-func-key-01", "team-header-02", "api-key-03", "url-pass-9")
+
+
+def _client(confs: dict[str, str], redactor: Redactor) -> Any:
+    from spark_lineage import config
+    from spark_lineage.delivery.transports import create_client
+
+    return create_client(config.resolve(confs), redactor)
+
+
+def test_url_parameters_are_secret_whatever_their_length() -> None:
+    redactor = Redactor()
+    _client(URL_CONFS, redactor)
+    assert redactor.secrets == set(URL_SECRETS)
+    assert redactor.url_params == {"code", "v"}
+    # As urllib3 logs a request, and as an error of requests names it.
+    line = '"POST /base/api/v1/lineage?code=Az-func-key-01&v=42 HTTP/1.1" 503'
+    assert redactor.text(line) == f'"POST /base/api/v1/lineage?code={REDACTED}&v={REDACTED} HTTP/1.1" 503'
+    assert redactor.needs_redaction("with url: /x?v=42")
+    # Only in a URL's query: the same name elsewhere in an event is not a url parameter.
+    assert redactor.text("SELECT * FROM t WHERE v=42 AND code='x'") == "SELECT * FROM t WHERE v=42 AND code='x'"
+    # A url parameter's value long enough to be searched for is found anywhere.
+    assert redactor.text("the key Az-func-key-01 leaked") == f"the key {REDACTED} leaked"
+
+
+@pytest.mark.parametrize(
+    ("url", "public"),
+    [
+        ("http://h/api/v1/lineage?code=abc", f"http://h/api/v1/lineage?code={REDACTED}"),
+        ("https://u:p@h:8/x?a=1&flag&b=#frag", f"https://h:8/x?a={REDACTED}&flag&b=#frag"),
+        ("http://h/api/v1/lineage", "http://h/api/v1/lineage"),
+    ],
+)
+def test_public_url(url: str, public: str) -> None:
+    assert public_url(url) == public
+
+
+def test_the_destination_and_its_kept_settings_hold_names_never_values() -> None:
+    from spark_lineage.delivery.transports import describe
+
+    destination, settings = describe(_client(URL_CONFS, Redactor()).transport)
+    assert destination == f"http http://127.0.0.1:9/base/api/v1/lineage?code={REDACTED}&v={REDACTED}"
+    assert settings == {
+        "type": "http",
+        "url": "http://127.0.0.1:9/base/",
+        "endpoint": "api/v1/lineage",
+        "timeout": 5.0,
+        "auth": {"type": "api_key"},
+        "urlParams": ["code", "v"],
+        "headers": ["X-Team"],
+    }
+    kept = json.dumps(settings)
+    assert [secret for secret in (*URL_SECRETS, "42") if secret in destination + kept] == []
+
+
+def test_repr_of_the_configuration_holds_no_secret() -> None:
+    from spark_lineage import config
+
+    text = repr(config.resolve(URL_CONFS))
+    assert text.startswith("LineageConfig(") and [s for s in (*URL_SECRETS, "42") if s in text] == []
+
+
+def test_secrets_are_learned_from_the_clients_own_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """openlineage.yml, OPENLINEAGE__* and OPENLINEAGE_URL: openlineage-python logs each transport's settings at
+    DEBUG as it makes it, before this library sees the transport."""
+    for name in [name for name in os.environ if name.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)  # no openlineage.yml of the machine's
+    yml = tmp_path / "openlineage.yml"
+    yml.write_text(
+        "transport:\n  type: http\n  url: http://127.0.0.1:9\n  endpoint: api/v1/lineage?code=yml-code-11\n"
+        "  custom_headers:\n    X-Team: yml-header-12\n"
+    )
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(yml))
+    cases = [({}, ("yml-code-11", "yml-header-12"))]
+    env = {
+        "OPENLINEAGE__TRANSPORT__TYPE": "http",
+        "OPENLINEAGE__TRANSPORT__URL": "http://127.0.0.1:9",
+        "OPENLINEAGE__TRANSPORT__ENDPOINT": "api/v1/lineage?code=env-code-13",
+        "OPENLINEAGE__TRANSPORT__CUSTOM_HEADERS__X_TEAM": "env-header-14",
+    }
+    cases.append((env, ("env-code-13", "env-header-14")))
+    url = {"OPENLINEAGE_URL": "http://etl:env-pass-15@127.0.0.1:9", "OPENLINEAGE_ENDPOINT": "api/v1/lineage?code=x1"}
+    cases.append((url, ("env-pass-15", "x1")))
+    for variables, secrets in cases:
+        with monkeypatch.context() as patch:
+            if variables:
+                patch.delenv("OPENLINEAGE_CONFIG")
+            for name, value in variables.items():
+                patch.setenv(name, value)
+            redactor = Redactor()
+            protect_logs(redactor)
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG):
+                transport = _client({}, redactor).transport
+            assert getattr(transport, "kind", None) == "http"
+            assert "Constructing OpenLineage transport" in caplog.text
+            assert [secret for secret in secrets if secret in caplog.text] == []
+            assert redactor.url_params == {"code"}
+
+
+def test_replay_puts_back_url_parameters_and_headers_the_spool_never_kept(tmp_path: Path) -> None:
+    from spark_lineage.delivery.replay import replay
+    from spark_lineage.delivery.spool import Spool
+    from spark_lineage.delivery.transports import ReplaySecrets, describe
+    from tests.support import LineageReceiver
+
+    receiver = LineageReceiver()
+    try:
+        confs = {
+            "spark.openlineage.transport.type": "http",
+            "spark.openlineage.transport.url": receiver.url,
+            "spark.openlineage.transport.urlParams.code": "replay-code-21",
+            "spark.openlineage.transport.headers.X-Team": "replay-header-22",
+        }
+        destination, settings = describe(_client(confs, Redactor()).transport)
+        spool = Spool(tmp_path)
+        spool.remember_destination(destination, json.dumps(settings))
+        payload = to_payload(_event("SELECT 1", "db.t"))
+        spool.put(destination, payload.run_id, payload.job, payload.application, payload.json)
+        given = {"spark.openlineage.transport.urlParams.code": "replay-code-21"}
+        result = replay(spool, None, 10, ReplaySecrets.gathered(given))
+        assert (result.sent, result.left) == (0, 1)
+        assert result.problems == (
+            f"http {receiver.url}/api/v1/lineage?code={REDACTED} takes headers, which the spool does not keep: "
+            "pass --conf spark.openlineage.transport.headers.X-Team=<value>",
+        )
+        given["spark.openlineage.transport.headers.x-team"] = "replay-header-22"  # header names: any case
+        result = replay(spool, None, 10, ReplaySecrets.gathered(given))
+        assert (result.sent, result.left, result.problems) == (1, 0, ())
+        assert receiver.paths == ["/api/v1/lineage?code=replay-code-21"]
+        assert receiver.headers[0]["X-Team"] == "replay-header-22"
+        spool.close()
+    finally:
+        receiver.close()
+    for file in tmp_path.iterdir():
+        assert b"replay-code-21" not in file.read_bytes() and b"replay-header-22" not in file.read_bytes()
+
+
+def test_replay_names_every_secret_a_kept_destination_lacks_in_one_line() -> None:
+    from spark_lineage.delivery.transports import CannotRebuildError, ReplaySecrets, rebuilt
+
+    kept = {
+        "type": "http",
+        "url": "http://127.0.0.1:9",
+        "endpoint": "api/v1/lineage",
+        "auth": {"type": "api_key"},
+        "urlParams": ["code"],
+        "headers": ["X-Team"],
+    }
+    destination = f"http http://127.0.0.1:9/api/v1/lineage?code={REDACTED}"
+    prefix = "spark.openlineage.transport."
+    with pytest.raises(CannotRebuildError) as lacking:
+        rebuilt(destination, kept, ReplaySecrets())
+    assert str(lacking.value) == (
+        f"{destination} takes an api key, url parameters and headers, which the spool does not keep: pass "
+        f"--conf {prefix}auth.apiKey=<value> --conf {prefix}urlParams.code=<value> "
+        f"--conf {prefix}headers.X-Team=<value>"
+    )
+    given = {f"{prefix}auth.apiKey": "k-31", f"{prefix}urlParams.code": "c", f"{prefix}custom_headers.X-Team": "t"}
+    secrets = ReplaySecrets.gathered(given)
+    assert (secrets.api_key, dict(secrets.url_params), dict(secrets.headers)) == (
+        "k-31",
+        {"code": "c"},
+        {"X-Team": "t"},
+    )
+    transport = rebuilt(destination, kept, secrets)
+    assert (transport.endpoint, transport.config.custom_headers) == ("api/v1/lineage?code=c", {"X-Team": "t"})
+    # Only these keys complete a kept destination; the others name a transport of their own.
+    assert [ReplaySecrets.is_key(prefix + key) for key in ("urlParams.code", "headers.X", "url", "auth.type")] == [
+        True,
+        True,
+        False,
+        False,
+    ]

@@ -19,7 +19,7 @@ from iceberg_facets import OPTIONS
 from spark_lineage import extras as extras_module
 from spark_lineage._version import SOURCE_REPOSITORY, __version__
 from spark_lineage.config import ConfigError, resolve, resolve_options
-from spark_lineage.delivery import Delivery, Spool, create_client
+from spark_lineage.delivery import Delivery, FailoverSpool, create_client
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.events import EventBuilder
 from spark_lineage.extras import install_hint
@@ -88,7 +88,9 @@ def test_the_configured_producer_is_what_delivery_sends(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     overrides = {"python": {"producer": mine}, "transport": {"type": "file", "location": str(events)}}
     config = resolve({}, overrides)
-    delivery = Delivery(create_client(config, Redactor()), Spool(None, 1 << 20), ErrorLog(), Redactor(), producer=mine)
+    delivery = Delivery(
+        create_client(config, Redactor()), FailoverSpool(None, 1 << 20), ErrorLog(), Redactor(), producer=mine
+    )
     delivery.submit(_application_start(**overrides))
     assert delivery.close(10)
     (sent,) = [json.loads(line) for line in events.read_text().splitlines()]

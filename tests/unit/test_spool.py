@@ -162,11 +162,11 @@ def test_a_full_spool_drops_the_oldest_query_events_and_keeps_application_events
     dropped_jobs: list[str] = []
     for event in [_event(100, RunState.START, "APPLICATION"), *map(_event, range(5))]:
         payload = to_payload(event)
-        dropped = spool.put("http test", payload.run_id, payload.job, payload.application, payload.json)
-        dropped_jobs += sorted(dropped.jobs)
+        stored = spool.put("http test", payload.run_id, payload.job, payload.application, payload.json)
+        dropped_jobs += sorted(stored.dropped.jobs)
     assert dropped_jobs == ["default/job_0", "default/job_1"]
     payload = to_payload(_event(100, RunState.COMPLETE, "APPLICATION"))
-    dropped = spool.put("http test", payload.run_id, payload.job, payload.application, payload.json)
+    dropped = spool.put("http test", payload.run_id, payload.job, payload.application, payload.json).dropped
     assert (dropped.count, dropped.jobs) == (1, {"default/job_2"})
     left = spool.pending()
     assert left.jobs == ("default/job_100", "default/job_3", "default/job_4")
