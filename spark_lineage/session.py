@@ -231,9 +231,14 @@ class LineageRuntime:
                 self.analysis_worker.submit(lambda: self.bridge.install_iceberg_reporter(self.iceberg_reporter, remote))
 
     def flush(self, timeout: float | None) -> bool:
+        """Analyze and deliver what is queued within ``timeout``. Never raises: a JVM that cannot be drained
+        (gone, stopping) is said once, and whatever was queued is still delivered."""
         deadline = _Deadline(timeout)
         if self.active:
-            self.bridge.drain_listener_bus(deadline.millis())
+            try:
+                self.bridge.drain_listener_bus(deadline.millis())
+            except Exception as exc:  # noqa: BLE001 - lineage's problem, never the caller's
+                self.errors.report("draining Spark's listener bus", exc)
         analyzed = self.analysis_worker.flush(deadline.seconds())
         analyzed = self.stream_worker.flush(deadline.seconds()) and analyzed
         delivered = self.delivery.flush(deadline.seconds())
@@ -249,7 +254,8 @@ class LineageRuntime:
         ending_first: bool = False,
     ) -> None:
         """Unregister, drain, end the application run as ``state`` says, and close the client, all within the
-        configured shutdown timeout. Never raises. ``ending_first``: the process is dying, so the application
+        configured shutdown timeout. Never raises (it runs inside ``spark.stop()``, ``disable()``, exit hooks and
+        signal handlers): whatever fails is said once. ``ending_first``: the process is dying, so the application
         run's terminal event is spooled before anything else, and a replay delivers it whatever happens next."""
         with self._shutdown_lock:
             if not self.active:
@@ -257,6 +263,8 @@ class LineageRuntime:
             self.active = False
         try:
             self._shut_down(state, timeout, error, stack, ending_first)
+        except Exception as exc:  # noqa: BLE001 - no error of lineage's reaches the user's code
+            self.errors.report("shutting lineage down", exc)
         finally:
             self._ended.set()
 

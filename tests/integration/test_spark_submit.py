@@ -128,10 +128,13 @@ def test_http_transport_confs_turn_lineage_on_for_an_unmodified_job(tmp_path: Pa
     spool = tmp_path / "spool"
     result, orders, output = spark_submit(tmp_path, BUILDER_JOB, confs, env={"SPARK_LINEAGE_SPOOL_DIR": str(spool)})
 
-    # One line says that lineage is on and where it goes, though the job configured no Python logging.
+    # One line says that lineage is on and where it goes, though the job configured no Python logging,
     assert messages(result) == [
         f"spark_lineage: lineage on for application orders_rollup (namespace default); events go to "
-        f"{receiver.url}/api/v1/lineage (spooled in {spool})"
+        f"{receiver.url}/api/v1/lineage (spooled in {spool})",
+        # and one, at the end, what became of every event
+        f"spark_lineage: {len(receiver.events)} lineage events: {len(receiver.events)} delivered, 0 spooled for "
+        "replay, 0 lost",
     ]
     assert api_key not in result.stdout + result.stderr
 
