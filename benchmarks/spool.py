@@ -1,6 +1,6 @@
 """What durability costs: writing an event to the spool, and how soon a finished query is safe on disk.
 
-    python benchmarks/spool.py [--events 2000] [--queries 40]
+    python benchmarks/spool.py [--events 2000] [--queries 40] [--backlog 100000] [--slow-events 40] [--sections 1,2,3,4]
 
 1. Spool write cost per event, without Spark: ``Delivery.submit`` as the analysis thread calls it (the
    client's enrichment, JSON, the redaction check, and the sqlite insert in WAL mode) for a typical query
@@ -14,7 +14,12 @@
 3. Leasing from a deep spool, without Spark: a backend that was down long enough leaves ``--backlog`` events
    waiting, and each batch a sender takes (``Spool.lease`` then ``Spool.release``) first ends the leases of
    senders whose process has ended. Side by side: the spool as it is, and the same spool without its index of
-   leased events (``events_leased``), which makes that step read every event waiting.
+   leased events (``events_leased``), which makes that step read every event waiting; and the lease of one
+   lane of a sender with several requests in flight, which takes one run's events (here: one event).
+4. Delivery throughput to a slow backend, without Spark: ``--slow-events`` events (runs of START, three RUNNING
+   and COMPLETE, interleaved as a busy job spools them) to a loopback backend that takes ``--slow-seconds`` per
+   request, at ``python.delivery.concurrency`` 1 and 4, side by side (at the same time: each backend only
+   sleeps), in events per second.
 """
 
 from __future__ import annotations
@@ -26,17 +31,23 @@ import socket
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import attr
 from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
+from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from spark_lineage.config import resolve
 from spark_lineage.delivery import Delivery, create_client, open_spool
 from spark_lineage.delivery.payloads import to_payload
+from spark_lineage.delivery.sender import Sender
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool
+from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
 
@@ -179,21 +190,84 @@ def lease_from_a_deep_spool(backlog: int, workdir: Path, batches: int = 200) -> 
             if spools:
                 db.execute("DROP INDEX events_leased")
         spools[label] = spool
-    measured: dict[str, list[float]] = {label: [] for label in spools}
-    sides = list(spools.items())
+    one_run = "with it, a lane's lease (one run per batch)"
+    measured: dict[str, list[float]] = {label: [] for label in [*spools, one_run]}
+    sides = [(label, spool, False) for label, spool in spools.items()]
+    sides.append((one_run, spools["with the index of leased events"], True))
     for index in range(batches):
-        for label, spool in sides if index % 2 else reversed(sides):
+        for label, spool, one in sides if index % 2 else reversed(sides):
             started = time.perf_counter()
-            leased = spool.lease("bench", "bench-sender", 100, 60)
+            leased = spool.lease("bench", "bench-sender", 100, 60, one_run=one)
             spool.release([event.id for event in leased], "bench-sender")
             measured[label].append(time.perf_counter() - started)
     print(f"\n3. leasing from a deep spool ({backlog} events waiting; lease and release a batch of 100)")
     for label, samples in measured.items():
         print(_line(label, samples))
-    with_index, without = (statistics.median(samples) for samples in measured.values())
+    with_index, without = (statistics.median(measured[label]) for label in spools)
     print(f"  without / with the index (medians): {without / with_index:.1f}")
     for spool in spools.values():
         spool.close()
+
+
+def _slow_backend(seconds: float) -> ThreadingHTTPServer:
+    """A lineage backend on loopback that answers each request after ``seconds``, each on a thread of its own."""
+
+    class Slow(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            time.sleep(seconds)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def throughput_to_a_slow_backend(events: int, seconds: float, workdir: Path) -> None:
+    states = [RunState.START, RunState.RUNNING, RunState.RUNNING, RunState.RUNNING, RunState.COMPLETE]
+    runs = max(events // len(states), 1)
+    # A new run every tick, each lasting ten: about ten under way at once, their events interleaved.
+    timeline = sorted((run + 2.5 * step, run, state) for run in range(runs) for step, state in enumerate(states))
+    payloads = [to_payload(attr.evolve(_event(run), eventType=state)) for _, run, state in timeline]
+    elapsed: dict[int, float] = {}
+
+    def deliver(concurrency: int) -> None:
+        server = _slow_backend(seconds)
+        spool = Spool(workdir / f"slow-{concurrency}")
+        for payload in payloads:
+            spool.put("bench", payload.run_id, payload.job, payload.application, payload.json)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": seconds * 5}))
+        leave_retries_to_the_spool(transport)
+        started = time.monotonic()
+        sender = Sender(spool, "bench", transport, ErrorLog(), concurrency=concurrency)
+        if sender.close(None):
+            elapsed[concurrency] = time.monotonic() - started
+        spool.close()
+        server.shutdown()
+
+    sides = [threading.Thread(target=deliver, args=(concurrency,)) for concurrency in (1, 4)]
+    for side in sides:
+        side.start()
+    for side in sides:
+        side.join()
+    print(
+        f"\n4. delivery throughput to a backend taking {seconds:g} s per request ({len(payloads)} events, {runs} runs "
+        "of 5, interleaved)"
+    )
+    for concurrency, took in sorted(elapsed.items()):
+        label = f"python.delivery.concurrency={concurrency}"
+        print(f"  {label:<44} {len(payloads) / took:6.2f} events/s ({took:.1f} s)")
+    if len(elapsed) == 2:
+        print(f"  concurrency 4 / 1 (events/s): {elapsed[1] / elapsed[4]:.2f}")
 
 
 def main() -> None:
@@ -201,11 +275,22 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--backlog", type=int, default=100_000)
+    parser.add_argument("--slow-events", type=int, default=40)
+    parser.add_argument("--slow-seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--sections", default="1,2,3,4", help="which sections to run, e.g. 3,4 (section 2 is the one with Spark)"
+    )
     args = parser.parse_args()
+    sections = {int(section) for section in args.sections.split(",") if section.strip()}
     with tempfile.TemporaryDirectory(prefix="spool-bench-") as directory:
-        spool_write_cost(args.events, Path(directory))
-        query_end_to_spooled(args.queries, Path(directory))
-        lease_from_a_deep_spool(args.backlog, Path(directory))
+        if 1 in sections:
+            spool_write_cost(args.events, Path(directory))
+        if 2 in sections:
+            query_end_to_spooled(args.queries, Path(directory))
+        if 3 in sections:
+            lease_from_a_deep_spool(args.backlog, Path(directory))
+        if 4 in sections:
+            throughput_to_a_slow_backend(args.slow_events, args.slow_seconds, Path(directory))
 
 
 if __name__ == "__main__":

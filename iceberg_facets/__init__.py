@@ -52,6 +52,7 @@ OPTIONS = {
     "spool_dir": "python.spool.dir",
     "spool_disabled": "python.spool.disabled",
     "spool_max_bytes": "python.spool.maxBytes",
+    "delivery_concurrency": "python.delivery.concurrency",
     "producer": "python.producer",
 }
 """``enable()`` options and the ``spark.openlineage.*`` key each one means on the Spark side."""
@@ -109,7 +110,8 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
       ``parent_job_name`` / ``parent_run_id`` (and ``root_parent_*``), ``queue_size`` (events waiting, 1000),
       ``shutdown_timeout`` (seconds to deliver at exit, 10), ``spool_dir`` (default
       ``$SPARK_LINEAGE_SPOOL_DIR``, else the user's state directory), ``spool_disabled``, ``spool_max_bytes``,
-      ``producer``: as ``spark.openlineage.*`` means them on Spark;
+      ``delivery_concurrency`` (requests in flight per HTTP backend, 4), ``producer``: as ``spark.openlineage.*``
+      means them on Spark;
     - ``delivery``: ``"process"`` (default) builds, spools and sends events in a helper process, so that their
       Python work never competes with the job's threads for the GIL; ``"thread"`` does it in a thread of this
       process. A passed ``client`` is always used from a thread here, its transport sending.

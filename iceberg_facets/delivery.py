@@ -62,7 +62,7 @@ def open_delivery(
     a warning (:mod:`spark_lineage.delivery.failover`): lineage still flows while the process lives."""
     client = client or create_client(config, redactor)
     spool = open_spool(config, "iceberg_facets.enable() option spool_dir", label="iceberg_facets")
-    return Delivery(client, spool, errors, redactor, "iceberg_facets", config.producer)
+    return Delivery(client, spool, errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency)
 
 
 class RunAssembler:

@@ -145,7 +145,14 @@ class LineageRuntime:
         self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
         )
-        self.delivery = Delivery(client, open_spool(config), self.errors, redactor, producer=config.producer)
+        self.delivery = Delivery(
+            client,
+            open_spool(config),
+            self.errors,
+            redactor,
+            producer=config.producer,
+            concurrency=config.delivery_concurrency,
+        )
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
         # Streaming queries have a worker of their own: a query's handle must be taken while it runs, and a
         # short query may be over by the time a busy analysis worker would get to its start.

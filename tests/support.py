@@ -150,6 +150,9 @@ class LineageReceiver:
         self.headers: list[dict[str, str]] = []
         """The headers of each request, in arrival order."""
         self.events_answered = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+        """The most requests this receiver was answering at once (it answers each on a thread of its own)."""
         self._before_reply = before_reply
         self._lock = threading.Lock()
         self._port = port
@@ -176,6 +179,16 @@ class LineageReceiver:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
+                with receiver._lock:
+                    receiver.in_flight += 1
+                    receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+                try:
+                    self._receive()
+                finally:
+                    with receiver._lock:
+                        receiver.in_flight -= 1
+
+            def _receive(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if receiver._server is not self.server:  # stopped: a kept-alive connection is dropped too
                     self.close_connection = True

@@ -90,6 +90,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("python.spool.dir", "spool_dir", _text, None),
     Key("python.spool.disabled", "spool_disabled", boolean, False),
     Key("python.spool.maxBytes", "spool_max_bytes", _at_least(1), 256 * 1024 * 1024),
+    Key("python.delivery.concurrency", "delivery_concurrency", _at_least(1), 4),
     Key("python.producer", "producer", _uri, None),
 )
 COLUMN_LINEAGE: tuple[Key, ...] = (

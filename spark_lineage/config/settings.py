@@ -148,6 +148,9 @@ class LineageConfig:
     """``python.spool.disabled``: events are held in memory only, and lost with the process."""
     spool_max_bytes: int = 256 * 1024 * 1024
     """``python.spool.maxBytes``: when full, the oldest query-run events are dropped first."""
+    delivery_concurrency: int = 4
+    """``python.delivery.concurrency``: how many requests may be in flight at once per HTTP backend (each run's
+    events still go in order; see :class:`spark_lineage.delivery.sender.Sender`)."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

@@ -80,9 +80,11 @@ class Delivery:
         redactor: Redactor,
         label: str = "spark_lineage",
         producer: str | None = None,
+        concurrency: int = 1,
     ) -> None:
         """``label`` starts the log lines (the library the user turned on); ``producer`` (the
-        ``python.producer`` setting) replaces the default producer in every event (see :func:`to_payload`)."""
+        ``python.producer`` setting) replaces the default producer in every event (see :func:`to_payload`);
+        ``concurrency`` (``python.delivery.concurrency``) is how many requests may be in flight at once."""
         self.client = client
         self.producer = producer
         self.spool = spool
@@ -97,7 +99,7 @@ class Delivery:
             return
         leave_retries_to_the_spool(transport)
         spool.remember_destination(self.destination, json.dumps(settings, sort_keys=True))
-        self.sender = Sender(spool, self.destination, transport, errors)
+        self.sender = Sender(spool, self.destination, transport, errors, concurrency=concurrency)
 
     def submit(self, event: Event) -> None:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""

@@ -188,9 +188,13 @@ class FailoverSpool:
                     self._hidden.add(twin)
             return stored
 
-    def lease(self, destination: str, owner: str, limit: int, seconds: float) -> list[SpooledEvent]:
+    def lease(
+        self, destination: str, owner: str, limit: int, seconds: float, *, one_run: bool = False
+    ) -> list[SpooledEvent]:
         """The oldest store's events first: a store's events are leased only once the stores before it hold
-        none for ``destination`` (so a run that began on disk and went on in memory is sent in order)."""
+        none for ``destination`` (so a run that began on disk and went on in memory is sent in order). With
+        ``one_run``, only one run's events (:meth:`Spool.lease`; a disk too full for leases gives one holder
+        at a time whatever it reads)."""
         with self._lock:
             stores = list(enumerate(self._stores))
         for index, store in stores:
@@ -201,7 +205,7 @@ class FailoverSpool:
                 if store.kind is StoreKind.DISK and not store.writable:
                     events = self._hold(index, store, destination, owner, limit, seconds, hidden)
                 else:
-                    events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden)
+                    events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden, one_run=one_run)
                 if events:
                     return [_with_id(event, _encode(event.id, index)) for event in events]
                 if store.spool.pending(destination, exclude=hidden).count:

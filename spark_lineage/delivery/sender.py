@@ -1,14 +1,21 @@
 """Sending what the spool holds, without ever holding up the job.
 
-One :class:`Sender` thread per destination and process takes the spool's oldest events for its destination
-(other processes' too: that is how the next ``enable()`` replays what an earlier process left), sends them in
-order, and forgets each one the backend acknowledged. A failure keeps the event in the spool and pauses the
-whole destination (a backoff per backend, not per event: a dead backend is found dead once, not once per
-event). An event is sent again only from the spool, never by a second layer of retries. Each attempt of an
-event waits twice as long as the one before (up to 8 times the configured timeout; attempts are counted in
-the spool, so a replay in another process goes on from there), and a timeout that ran out makes the sender
-wait that much longer for the events after it too: a backend slower than the timeout gets one second copy,
-not a copy of every event, nor a flood of them.
+One :class:`Sender` per destination and process takes the spool's oldest events for its destination (other
+processes' too: that is how the next ``enable()`` replays what an earlier process left), sends them, and forgets
+each one the backend acknowledged. It sends through one or more *lanes*, each a thread with one request in flight
+(``python.delivery.concurrency`` of them for an HTTP backend, see :func:`lane_transports`): a backend that takes
+seconds per request does not cap delivery at one event per request time. Each run's events still go in spool
+order, and the application run's START first and its end last: a lane leases only events whose earlier events
+are sent or in its own batch (:meth:`Spool.lease`).
+
+A failure keeps the event in the spool and pauses the whole destination (a backoff per backend, not per event or
+lane: a dead backend is found dead once, not once per event or per lane, and said once). After a failure, one
+lane alone tries again; the others join once a request succeeded (and so at start: one request finds out
+whether the backend answers, not several). An event is sent again only from the spool, never by a second layer
+of retries. Each attempt of an event waits twice as long as the one before (up to 8 times the configured
+timeout; attempts are counted in the spool, so a replay in another process goes on from there), and a timeout
+that ran out makes the sender wait that much longer for the events after it too: a backend slower than the
+timeout gets one second copy, not a copy of every event, nor a flood of them.
 
 Delivery is at least once: an event the backend stored but did not acknowledge (it answered after the
 timeout, or the process died before the answer) is sent again.
@@ -16,16 +23,20 @@ timeout, or the process died before the answer) is sent again.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from openlineage.client.transport.http import HttpTransport
 
 from spark_lineage import logs
 from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.payloads import from_payload
-from spark_lineage.delivery.spool import InFlight, Spool, lease_owner
+from spark_lineage.delivery.spool import InFlight, Spool, SpooledEvent, lease_owner
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
@@ -35,6 +46,8 @@ IDLE_POLL_SECONDS = 5.0
 """How often an idle sender looks for events other processes spooled for its destination."""
 MAX_TIMEOUT_DOUBLINGS = 3
 """An event's timeout doubles with each attempt, up to 2**3 = 8 times the configured one."""
+JOIN_SECONDS = 0.2
+"""How long :meth:`Sender.close` waits for its lanes' threads, in all."""
 
 
 class Backoff:
@@ -60,8 +73,50 @@ class Backoff:
         return max(self.next_try - self._clock(), 0.0)
 
 
+def lane_transports(transport: Any, concurrency: int) -> list[Any]:
+    """The transport of each lane: ``concurrency`` lanes for openlineage-python's HTTP transport, one otherwise.
+
+    An HTTP lane is a shallow copy of ``transport``: the same settings (url, auth, headers, compression, its
+    retries already left to the spool), with a requests Session of its own (made on first use, on the lane's
+    thread: a Session is not safe to share between threads) and a ``timeout`` of its own, which the sender sets
+    per attempt. No lane changes what another uses. An HTTP transport given a Session by its user
+    (``HttpConfig.session``) keeps one lane: that Session cannot be shared, nor copied without losing what the
+    user set in it.
+
+    Every other transport gets one lane, as its sends cannot usefully or safely overlap: a Kafka producer
+    already sends asynchronously and in batches, and each ``emit`` waits for the broker to acknowledge it; a
+    file transport appends lines, which would interleave; the console prints; composite and transform
+    transports wrap any of these; and a custom transport's thread safety is unknown."""
+    if concurrency <= 1 or type(transport) is not HttpTransport or getattr(transport.config, "session", None):
+        return [transport]
+    lanes = []
+    for _ in range(concurrency):
+        lane = copy.copy(transport)
+        lane._session = None
+        lanes.append(lane)
+    return lanes
+
+
+@dataclass
+class Lane:
+    """One thread of a sender, with one request in flight at a time."""
+
+    index: int
+    owner: str
+    """Its own lease owner: the spool keeps each run in order between lanes as between processes."""
+    transport: Any
+    own_transport: bool
+    """Whether ``transport`` is the lane's own copy (closed with the lane), or the caller's."""
+    wake: threading.Event = field(default_factory=threading.Event)
+    in_flight: InFlight | None = None
+    """The event this lane is sending right now, and until when that send can go on."""
+    thread: threading.Thread | None = None
+
+
 class Sender:
-    """Sends one destination's spooled events through ``transport`` from a daemon thread."""
+    """Sends one destination's spooled events through ``transport`` from daemon threads: up to
+    ``concurrency`` requests in flight (see :func:`lane_transports`). ``stop_on`` names failures that will not
+    heal (``spark-lineage replay``'s HTTP 401, 404...): the first one stops the sender, kept in ``halted_by``."""
 
     def __init__(
         self,
@@ -71,6 +126,9 @@ class Sender:
         errors: ErrorLog,
         name: str = "spark_lineage-sender",
         backoff: Backoff | None = None,
+        *,
+        concurrency: int = 1,
+        stop_on: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self.spool = spool
         self.destination = destination
@@ -78,18 +136,41 @@ class Sender:
         self.sent = 0
         self.problem: str | None = None
         """Why the last send failed, in a few words (``connection refused``); ``None`` once one succeeded."""
+        self.halted_by: BaseException | None = None
+        """The failure ``stop_on`` said will not heal, which stopped this sender."""
         self._errors = errors
-        self._owner = lease_owner(id(self))
-        self._in_flight: InFlight | None = None
+        self._stop_on = stop_on
         self._backoff = backoff or Backoff()
         self._base_timeout = getattr(transport, "timeout", None)
         self._slow_backend_doublings = 0
         """How many times the timeout had to double for this backend to answer in time."""
-        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        """Guards the state the lanes share: the backoff, the counts, who may send, who waits for work."""
+        self._epoch = 0
+        """Counts failures that paused the destination: a send that started before the last one and fails too
+        found nothing new (it is not reported, nor does it pause the destination longer)."""
+        self._sending_lanes = 0
+        self._open_lanes = 1
+        """How many lanes may hold a batch at once: one at start and after a failure, all after a success."""
+        self._idle: list[Lane] = []
+        self._unclaimed_wake = False
+        """A wake() no idle lane took: the next lane that finds nothing looks once more."""
         self._progress = threading.Condition()
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        transports = lane_transports(transport, concurrency)
+        self._lanes = [
+            Lane(index, lease_owner(f"{id(self)}-{index}"), lane, lane is not transport)
+            for index, lane in enumerate(transports)
+        ]
+        for lane in self._lanes:
+            suffix = f"-{lane.index}" if len(self._lanes) > 1 else ""
+            lane.thread = threading.Thread(target=self._run, args=(lane,), name=name + suffix, daemon=True)
+            lane.thread.start()
+
+    @property
+    def concurrency(self) -> int:
+        """How many requests this sender may have in flight at once."""
+        return len(self._lanes)
 
     @property
     def lease_seconds(self) -> float:
@@ -100,93 +181,176 @@ class Sender:
 
     def wake(self) -> None:
         """There is something new to send."""
-        self._wake.set()
+        with self._lock:
+            self._wake_one()
 
     def flush(self, timeout: float | None) -> bool:
         """Wait until nothing is left for this destination. False when ``timeout`` seconds were not enough
-        (the backend is down or slow): what is left stays in the spool."""
+        (the backend is down or slow), or the sender was halted: what is left stays in the spool."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self.wake()
         with self._progress:
             while self.spool.pending(self.destination).count:
                 remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                if self.halted_by is not None or (remaining is not None and remaining <= 0):
                     return False
                 self._progress.wait(min(remaining, 0.5) if remaining is not None else 0.5)
         return True
 
     def close(self, timeout: float | None) -> bool:
         """Flush within ``timeout``, then stop. Returns whether everything was delivered. The events this
-        sender leased go back to the spool at once, except one still in the middle of its send: that one
-        stays leased until its request's timeout, so that no other sender (a replay, the next ``enable()``)
-        sends a copy while the backend may still be taking it. Once this process has ended, a replay sends
-        it at once (at least once)."""
+        sender leased go back to the spool at once, except those still in the middle of their send: each stays
+        leased until its request's timeout, so that no other sender (a replay, the next ``enable()``) sends a
+        copy while the backend may still be taking it. Once this process has ended, a replay sends them at
+        once (at least once)."""
         delivered = self.flush(timeout)
-        self._stopping.set()
-        self._wake.set()
-        self._thread.join(0.2)
-        self.spool.release_owned(self._owner, self._in_flight)
+        self._stop()
+        deadline = time.monotonic() + JOIN_SECONDS
+        for lane in self._lanes:
+            if lane.thread is not None:
+                lane.thread.join(max(deadline - time.monotonic(), 0.0))
+        for lane in self._lanes:
+            self.spool.release_owned(lane.owner, lane.in_flight)
         return delivered
 
-    def _run(self) -> None:
-        yield_cpu_to_the_job()
-        while not self._stopping.is_set():
-            pause = self._backoff.wait_seconds()
-            if pause:
-                self._stopping.wait(pause)
-                continue
-            try:
-                self._send_a_batch()
-            except Exception as error:  # noqa: BLE001 - the spool failed (locked, disk full): try again later
-                self._failed(error)
+    def _stop(self) -> None:
+        self._stopping.set()
+        for lane in self._lanes:
+            lane.wake.set()
+        with self._progress:
+            self._progress.notify_all()
 
-    def _send_a_batch(self) -> None:
-        # Cleared before looking, so that a wake() while the batch is leased or sent is not lost.
-        self._wake.clear()
-        batch = self.spool.lease(self.destination, self._owner, BATCH, self.lease_seconds)
+    # --- the lanes -------------------------------------------------------------------------------------
+
+    def _run(self, lane: Lane) -> None:
+        yield_cpu_to_the_job()
+        try:
+            while not self._stopping.is_set():
+                pause = self._backoff.wait_seconds()
+                if pause:
+                    self._stopping.wait(pause)
+                    continue
+                with self._lock:
+                    may_send = self._sending_lanes < self._open_lanes
+                    self._sending_lanes += may_send
+                    epoch = self._epoch
+                found = False
+                if may_send:
+                    try:
+                        found = self._lease_and_send(lane, epoch)
+                    except Exception as error:  # noqa: BLE001 - the spool failed (locked, disk full): try later
+                        found = True
+                        self._failed(error, epoch)
+                    finally:
+                        with self._lock:
+                            self._sending_lanes -= 1
+                if not found:
+                    self._wait_for_work(lane)
+        finally:
+            if lane.own_transport:
+                lane.transport.close()
+
+    def _lease_and_send(self, lane: Lane, epoch: int) -> bool:
+        """Lease a batch and send it; False when there was nothing to lease."""
+        one_run = len(self._lanes) > 1  # a run per batch: other runs are left to the other lanes
+        batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=one_run)
         if not batch:
-            self._wake.wait(IDLE_POLL_SECONDS)
-            return
+            return False
+        with self._lock:
+            self._wake_one()  # there was work: there may be more, for another lane
+        self._send(lane, batch, epoch)
+        return True
+
+    def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> None:
         for index, item in enumerate(batch):
             if self._stopping.is_set():
-                self.spool.release([rest.id for rest in batch[index:]], self._owner)
+                self.spool.release([rest.id for rest in batch[index:]], lane.owner)
                 break
             doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
             send_seconds = self.lease_seconds
             if isinstance(self._base_timeout, (int, float)):
-                self.transport.timeout = self._base_timeout * 2**doublings
+                lane.transport.timeout = self._base_timeout * 2**doublings
                 # The timeout bounds connecting and then waiting for the answer, each on its own.
-                send_seconds = 2 * self.transport.timeout + 1
-            self._in_flight = InFlight(item.id, time.time() + send_seconds)
+                send_seconds = 2 * lane.transport.timeout + 1
+            lane.in_flight = InFlight(item.id, time.time() + send_seconds)
             try:
                 with logs.sending(self._errors, self.destination):
-                    self.transport.emit(from_payload(item.payload))
+                    lane.transport.emit(from_payload(item.payload))
             except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
-                self._in_flight = None
-                self.spool.release([rest.id for rest in batch[index:]], self._owner, attempted=[item.id])
+                lane.in_flight = None
+                self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
                 if timed_out(error):
-                    self._slow_backend_doublings = min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
-                self._failed(error)
+                    with self._lock:
+                        self._slow_backend_doublings = max(
+                            self._slow_backend_doublings, min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
+                        )
+                self._failed(error, epoch)
                 break
             # Forgotten before it stops counting as in flight: a close() in between must not hand it back.
             self.spool.acknowledge(item.id)
-            self._in_flight = None
-            self.sent += 1
-            self.problem = None
-            self._backoff.succeeded()
-            with self._progress:
-                self._progress.notify_all()
+            lane.in_flight = None
+            self._succeeded(epoch)
 
-    def _failed(self, error: BaseException) -> None:
-        self._backoff.failed()
-        self.problem = problem(error)
-        # One kind per destination and problem: a backend that is down is said once, not once per event; one
-        # that comes back and then fails differently (an HTTP 500 after connection refused) is said again.
-        self._errors.report(
-            f"{UNDELIVERED_KIND}{self.destination}: {self.problem}",
-            error,
-            message=f"{self._waiting()}not delivered to {self.destination} ({self.problem}); " + kept(self.spool),
-        )
+    def _wait_for_work(self, lane: Lane) -> None:
+        """Wait for :meth:`wake`, another lane's find, or the idle poll; at once if a wake went unclaimed."""
+        with self._lock:
+            if self._unclaimed_wake:
+                self._unclaimed_wake = False
+                return
+            lane.wake.clear()
+            if self._stopping.is_set():
+                return
+            self._idle.append(lane)
+        lane.wake.wait(IDLE_POLL_SECONDS)
+        with self._lock:
+            if lane in self._idle:
+                self._idle.remove(lane)
+
+    def _wake_one(self) -> None:
+        """Wake one idle lane that may send (under ``_lock``); with none idle, the next that finds nothing looks
+        again. One at a time: a lane that finds work wakes the next, and one that finds none stops the chain."""
+        if self._sending_lanes < self._open_lanes:
+            for lane in self._idle:
+                self._idle.remove(lane)
+                lane.wake.set()
+                return
+        self._unclaimed_wake = True
+
+    # --- outcomes --------------------------------------------------------------------------------------
+
+    def _succeeded(self, epoch: int) -> None:
+        with self._lock:
+            self.sent += 1
+            if epoch == self._epoch:  # not a send from before the last failure: the backend answers now
+                self.problem = None
+                self._backoff.succeeded()
+                if self._open_lanes < len(self._lanes):
+                    self._open_lanes = len(self._lanes)
+                    self._wake_one()
+        with self._progress:
+            self._progress.notify_all()
+
+    def _failed(self, error: BaseException, epoch: int) -> None:
+        with self._lock:
+            first = epoch == self._epoch
+            if first:
+                self._epoch += 1
+                self._open_lanes = 1
+                self._backoff.failed()
+                self.problem = problem(error)
+        halt = self._stop_on is not None and self.halted_by is None and self._stop_on(error)
+        if halt:
+            self.halted_by = error
+            self._stop()
+        elif first:
+            # One kind per destination and problem: a backend that is down is said once, not once per event or
+            # lane; one that comes back and then fails differently (an HTTP 500 after connection refused) is
+            # said again.
+            self._errors.report(
+                f"{UNDELIVERED_KIND}{self.destination}: {self.problem}",
+                error,
+                message=f"{self._waiting()}not delivered to {self.destination} ({self.problem}); " + kept(self.spool),
+            )
         with self._progress:
             self._progress.notify_all()
 

@@ -79,6 +79,9 @@ CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
 -- Only the events some sender holds: each lease first looks for holders whose process has ended, and a spool
 -- a long outage filled holds many events but few leased ones.
 CREATE INDEX IF NOT EXISTS events_leased ON events (leased_by, leased_until) WHERE leased_by IS NOT NULL;
+-- Only the application-run events, the barriers every lease must respect (see Spool.lease): finding the next
+-- one reads a handful of rows, not the whole backlog of a destination.
+CREATE INDEX IF NOT EXISTS events_barriers ON events (destination, id) WHERE application = 1;
 CREATE TABLE IF NOT EXISTS destinations (
     destination TEXT PRIMARY KEY,
     transport TEXT NOT NULL
@@ -92,6 +95,18 @@ INSERT OR IGNORE INTO totals VALUES ('bytes', 0);
 
 LEASE_HOLDERS = "SELECT DISTINCT leased_by FROM events WHERE leased_by IS NOT NULL AND leased_until >= ?"
 """Who holds events at a time given: the query ``events_leased`` serves."""
+
+Row = tuple[Any, ...]
+"""An event as :data:`COLUMNS` reads it."""
+COLUMNS = "SELECT id, destination, run_id, job, application, payload, created, attempts"
+LEASE_FREE = "(leased_until IS NULL OR leased_until < ?)"
+NEXT_BARRIER = "SELECT MIN(id) FROM events WHERE destination = ? AND application = 1 AND id > ?"
+"""The first application-run event after an id: the query ``events_barriers`` serves."""
+FREE = (
+    f"{COLUMNS} FROM events e WHERE destination = ? AND id > ? AND id < ? AND {LEASE_FREE} "
+    "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id = e.run_id AND f.id < e.id AND f.leased_until >= ?)"
+)
+"""Events between two ids that nobody holds and whose run has no earlier event somebody holds."""
 
 
 class DiskProblem(enum.Enum):
@@ -412,30 +427,105 @@ class Spool:
     # --- sending ---------------------------------------------------------------------------------------
 
     def lease(
-        self, destination: str, owner: str, limit: int, seconds: float, exclude: Collection[int] = ()
+        self,
+        destination: str,
+        owner: str,
+        limit: int,
+        seconds: float,
+        exclude: Collection[int] = (),
+        *,
+        one_run: bool = False,
     ) -> list[SpooledEvent]:
-        """Take up to ``limit`` of the oldest events for ``destination`` that nobody is sending, in order,
-        for ``seconds``. An event whose run has an earlier event in someone else's hands waits, so that a
-        run's events arrive in order. Events ``exclude`` names are left where they are (see
-        :mod:`~spark_lineage.delivery.failover`)."""
+        """Take up to ``limit`` of the oldest events for ``destination`` that nobody is sending, in order, for
+        ``seconds``; with ``one_run``, only events of one run (the run of the oldest event that may go now).
+        Events ``exclude`` names are left where they are, as if they were not there (see
+        :mod:`~spark_lineage.delivery.failover`).
+
+        An event may be leased only if every earlier pending event that must precede it is in the same batch:
+
+        - every earlier event of its run (START before RUNNING before COMPLETE), whoever holds it, or nobody
+          (released after a failed send: it goes first, in this batch or another one);
+        - for an application-run event (a barrier), every earlier event of its destination: the application's
+          START goes before everything after it, and its COMPLETE or FAIL after everything before it;
+        - an event after a barrier only in the batch that holds the barrier.
+
+        So several senders (the lanes of one, or other processes) can send different runs at once, and each
+        run's events still arrive in spool order."""
         now = time.time()
         skip, skipped = _excluding(exclude)
         with self._transaction() as db:
             self._end_leases_of_ended_processes(db, now)
-            rows = db.execute(
-                "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events e "
-                "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ?) "
-                "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.run_id = e.run_id AND f.id < e.id "
-                f"AND f.leased_until >= ? AND f.leased_by != ?){skip} "
-                "ORDER BY id LIMIT ?",
-                (destination, now, now, owner, *skipped, limit),
-            ).fetchall()
+            rows = self._leasable(db, destination, now, limit, one_run, skip, skipped)
             if rows:
                 db.executemany(
                     "UPDATE events SET leased_by = ?, leased_until = ? WHERE id = ?",
                     [(owner, now + seconds, row[0]) for row in rows],
                 )
         return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
+
+    @staticmethod
+    def _leasable(
+        db: sqlite3.Connection,
+        destination: str,
+        now: float,
+        limit: int,
+        one_run: bool,
+        skip: str = "",
+        skipped: tuple[str, ...] = (),
+    ) -> list[Row]:
+        """The events :meth:`lease` may take. Between two barriers, an event that nobody holds may go when no
+        earlier event of its run is held (an earlier one nobody holds is older, so it is taken first: a batch
+        in id order that holds a run's event holds every earlier one of its run that is not held). A barrier
+        may go once every earlier event of its destination is in the batch; the events after it, once it is.
+        Each step reads the barrier index, then ``events_by_destination`` from where the batch left off. The
+        events ``skip`` leaves out (:func:`_excluding`) count as not there."""
+        batch: list[Row] = []
+        after = 0
+        while len(batch) < limit:
+            (barrier,) = db.execute(NEXT_BARRIER + skip, (destination, after, *skipped)).fetchone()
+            before = barrier if barrier is not None else 2**63 - 1
+            if one_run and not batch:
+                first = db.execute(
+                    f"{FREE}{skip} ORDER BY id LIMIT 1", (destination, after, before, now, now, *skipped)
+                ).fetchone()
+                if first is not None:
+                    return [first, *Spool._rest_of_run(db, first, before, now, limit - 1, skip, skipped)]
+            elif not one_run:
+                batch += db.execute(
+                    f"{FREE}{skip} ORDER BY id LIMIT ?",
+                    (destination, after, before, now, now, *skipped, limit - len(batch)),
+                )
+            if barrier is None or len(batch) >= limit:
+                break
+            earlier = db.execute(
+                f"SELECT id FROM events WHERE destination = ? AND id < ?{skip} ORDER BY id LIMIT ?",
+                (destination, barrier, *skipped, len(batch) + 1),
+            ).fetchall()
+            row = db.execute(f"{COLUMNS} FROM events WHERE id = ? AND {LEASE_FREE}", (barrier, now)).fetchone()
+            if row is None or [event_id for (event_id,) in earlier] != [r[0] for r in batch]:
+                break
+            batch.append(row)
+            if one_run:
+                break  # the application run alone: its next event is a barrier of its own
+            after = barrier
+        return batch
+
+    @staticmethod
+    def _rest_of_run(
+        db: sqlite3.Connection, first: Row, before: int, now: float, limit: int, skip: str, skipped: tuple[str, ...]
+    ) -> list[Row]:
+        """The events of ``first``'s run after it and before the barrier ``before``, up to the first one
+        someone else holds (``events_by_run``)."""
+        rest = []
+        for row in db.execute(
+            f"{COLUMNS}, leased_until FROM events WHERE run_id = ? AND destination = ? AND id > ? AND id < ?{skip} "
+            "ORDER BY id LIMIT ?",
+            (first[2], first[1], first[0], before, *skipped, limit),
+        ):
+            if row[-1] is not None and row[-1] >= now:
+                break
+            rest.append(row[:-1])
+        return rest
 
     def peek(self, destination: str, limit: int, exclude: Collection[int] = ()) -> list[SpooledEvent]:
         """The oldest events for ``destination`` that no other live process holds, in order, without leasing

@@ -3,6 +3,7 @@ loopback receiver that validates each against the OpenLineage schemas. No Spark 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -76,12 +77,15 @@ def runs(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def runs_named(events: list[dict[str, Any]], job: str) -> list[list[dict[str, Any]]]:
-    """The runs of ``job``, each as its events in arrival order."""
+    """The runs of ``job`` in the order they started (their first event's time), each as its events in arrival
+    order: with several requests in flight (``delivery_concurrency``), different runs arrive in any order."""
     by_run: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         if event["job"]["name"] == job:
             by_run.setdefault(event["run"]["runId"], []).append(event)
-    return list(by_run.values())
+    return sorted(
+        by_run.values(), key=lambda run: dt.datetime.fromisoformat(run[0]["eventTime"].replace("Z", "+00:00"))
+    )
 
 
 def final_event(events: list[dict[str, Any]], job: str) -> dict[str, Any]:

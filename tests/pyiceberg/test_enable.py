@@ -147,6 +147,7 @@ def test_disabled_by_option_or_environment_instruments_nothing(monkeypatch: pyte
         ({"transport": {"type": "http"}}, "iceberg_facets.enable() option transport.url is required"),
         ({"parent_run_id": "x", "parent_job_name": "dag"}, "option parent_run_id='x' is not a UUID"),
         ({"spool_max_bytes": 0}, "option spool_max_bytes=0 is not valid; accepted values: integers >= 1."),
+        ({"delivery_concurrency": 0}, "option delivery_concurrency=0 is not valid; accepted values: integers >= 1."),
         ({"spool_disabled": "maybe"}, "option spool_disabled='maybe' is not a boolean; accepted values: true, false."),
     ],
 )

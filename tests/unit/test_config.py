@@ -328,6 +328,14 @@ def test_composite_transport_as_a_list_as_openlineage_python_spells_it(tmp_path:
         ({"python.spool.maxBytes": "1e999"}, "spark.openlineage.python.spool.maxBytes='1e999' is not valid"),
         ({"python.spool.disabled": "perhaps"}, "spark.openlineage.python.spool.disabled='perhaps' is not a boolean"),
         (
+            {"python.delivery.concurrency": "0"},
+            "spark.openlineage.python.delivery.concurrency='0' is not valid; accepted values: integers >= 1.",
+        ),
+        (
+            {"python.delivery.concurrency": "many"},
+            "spark.openlineage.python.delivery.concurrency='many' is not valid; accepted values: integers >= 1.",
+        ),
+        (
             {"transport.type": "file", "transport.location": "/proc/no-such-dir/events.jsonl"},
             "spark.openlineage.transport.location='/proc/no-such-dir/events.jsonl': its directory cannot be created",
         ),
@@ -392,6 +400,12 @@ def test_spool_settings() -> None:
     )
     assert (config.spool_dir, config.spool_max_bytes, config.spool_disabled) == ("/var/spool/lineage", 1048576, True)
     assert resolve({}).spool_max_bytes == 256 * 1024 * 1024
+
+
+def test_delivery_concurrency() -> None:
+    assert resolve({"spark.openlineage.python.delivery.concurrency": "8"}).delivery_concurrency == 8
+    assert resolve({}, {"python": {"delivery": {"concurrency": 2}}}).delivery_concurrency == 2
+    assert resolve({}).delivery_concurrency == 4
 
 
 def test_repr_of_the_settings_never_shows_the_api_key() -> None:
