@@ -140,7 +140,7 @@ class Delivery:
             return True
         delivered = self.sender.close(timeout)
         fates = self.spool.fates()
-        self.spool.close()
+        self.sender.after_stop(self.spool.close)
         level, line = fates_line(
             fates,
             label=self.label,

@@ -157,11 +157,14 @@ class Sender:
         """A wake() no idle lane took: the next lane that finds nothing looks once more."""
         self._progress = threading.Condition()
         self._stopping = threading.Event()
+        self._running_lanes = 0
+        self._after_stop: Callable[[], object] | None = None
         transports = lane_transports(transport, concurrency)
         self._lanes = [
             Lane(index, lease_owner(f"{id(self)}-{index}"), lane, lane is not transport)
             for index, lane in enumerate(transports)
         ]
+        self._running_lanes = len(self._lanes)
         for lane in self._lanes:
             suffix = f"-{lane.index}" if len(self._lanes) > 1 else ""
             lane.thread = threading.Thread(target=self._run, args=(lane,), name=name + suffix, daemon=True)
@@ -213,6 +216,15 @@ class Sender:
             self.spool.release_owned(lane.owner, lane.in_flight)
         return delivered
 
+    def after_stop(self, action: Callable[[], object]) -> None:
+        """Run ``action`` once every lane has stopped (now, if they have): a send still under way at
+        :meth:`close` may yet release or forget its event, so the spool is closed after it, not before."""
+        with self._lock:
+            if self._running_lanes:
+                self._after_stop = action
+                return
+        action()
+
     def _stop(self) -> None:
         self._stopping.set()
         for lane in self._lanes:
@@ -249,6 +261,11 @@ class Sender:
         finally:
             if lane.own_transport:
                 lane.transport.close()
+            with self._lock:
+                self._running_lanes -= 1
+                action = self._after_stop if not self._running_lanes else None
+            if action is not None:
+                action()
 
     def _lease_and_send(self, lane: Lane, epoch: int) -> bool:
         """Lease a batch and send it; False when there was nothing to lease."""
