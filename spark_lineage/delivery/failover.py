@@ -140,6 +140,8 @@ class FailoverSpool:
         self._destinations: dict[str, str] = {}
         self._held: dict[int, tuple[str, float]] = {}
         """Leases kept in memory, on events of a disk too full to write leases on: id -> (owner, until)."""
+        self._let_go: set[int] = set()
+        """Events of such a disk given back while it could not record it (their lease there is stale)."""
         self._lock = threading.RLock()
         self._closed = False
         if directory is not None:
@@ -232,7 +234,8 @@ class FailoverSpool:
             if holders - {owner}:
                 return []
             held = [_decode(event_id)[1] for event_id in self._held if _decode(event_id)[0] == index]
-            events = store.spool.peek(destination, limit, exclude=[*hidden, *held])
+            let_go = [raw for store_index, raw in map(_decode, self._let_go) if store_index == index]
+            events = store.spool.peek(destination, limit, exclude=[*hidden, *held], let_go=let_go)
             for event in events:
                 self._held[_encode(event.id, index)] = (owner, now + seconds)
         return events
@@ -268,8 +271,12 @@ class FailoverSpool:
                     del self._held[event_id]
         for index, raw_ids in _by_store(event_ids).items():
             store = self._store(index)
-            if store is None or not (store.readable and store.writable) or self._closed:
-                continue  # a full disk's events were held in memory, and are let go of above
+            if store is None or not store.readable or self._closed:
+                continue
+            if not store.writable:  # a full disk: its lease cannot be given back there
+                with self._lock:
+                    self._let_go.update(_encode(raw, index) for raw in raw_ids)
+                continue
             tried = [raw for store_index, raw in map(_decode, attempted) if store_index == index]
             try:
                 store.spool.release(raw_ids, owner, attempted=tried)
@@ -284,11 +291,18 @@ class FailoverSpool:
                 if holder == owner and event_id != kept:
                     del self._held[event_id]
         for index, store in stores:
-            if not (store.readable and store.writable) or self._closed:
+            if not store.readable or self._closed:
                 continue
             mine = None
             if in_flight is not None and _decode(in_flight.event_id)[0] == index:
                 mine = InFlight(_decode(in_flight.event_id)[1], in_flight.until)
+            if not store.writable:  # a full disk: its leases cannot be given back there
+                with contextlib.suppress(Exception):
+                    kept_raw = mine.event_id if mine is not None else None
+                    held = [_encode(raw, index) for raw in store.spool.held_by(owner) if raw != kept_raw]
+                    with self._lock:
+                        self._let_go.update(held)
+                continue
             try:
                 store.spool.release_owned(owner, mine)
             except Exception as error:  # noqa: BLE001 - the leases end with this process

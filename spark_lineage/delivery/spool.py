@@ -527,24 +527,31 @@ class Spool:
             rest.append(row[:-1])
         return rest
 
-    def peek(self, destination: str, limit: int, exclude: Collection[int] = ()) -> list[SpooledEvent]:
-        """The oldest events for ``destination`` that no other live process holds, in order, without leasing
-        them: what a sender reads from a spool whose disk is too full to write leases on (leasing rewrites each
-        event's row), keeping its leases in memory instead (:mod:`~spark_lineage.delivery.failover`). Leases of
-        this process are ignored: they are its own, which that disk could not take back."""
+    def peek(
+        self, destination: str, limit: int, exclude: Collection[int] = (), let_go: Collection[int] = ()
+    ) -> list[SpooledEvent]:
+        """The oldest events for ``destination`` that no live sender holds, in order, without leasing them: what
+        a sender reads from a spool whose disk is too full to write leases on (leasing rewrites each event's
+        row), keeping its leases in memory instead (:mod:`~spark_lineage.delivery.failover`). ``let_go``: events
+        whose holders gave them back, which that disk could not record."""
         now = time.time()
         skip, skipped = _excluding(exclude)
-        ours = lease_owner("")
         with self._lock:
             holders = [owner for (owner,) in self._db.execute(LEASE_HOLDERS, (now,)).fetchall()]
-            free = json.dumps([owner for owner in holders if owner.startswith(ours) or _owner_ended(owner)])
+            ended = json.dumps([owner for owner in holders if _owner_ended(owner)])
             rows = self._db.execute(
                 "SELECT id, destination, run_id, job, application, payload, created, attempts FROM events "
                 "WHERE destination = ? AND (leased_until IS NULL OR leased_until < ? "
-                f"OR leased_by IN (SELECT value FROM json_each(?))){skip} ORDER BY id LIMIT ?",
-                (destination, now, free, *skipped, limit),
+                "OR leased_by IN (SELECT value FROM json_each(?)) OR id IN (SELECT value FROM json_each(?)))"
+                f"{skip} ORDER BY id LIMIT ?",
+                (destination, now, ended, json.dumps(sorted(let_go)), *skipped, limit),
             ).fetchall()
         return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
+
+    def held_by(self, owner: str) -> list[int]:
+        """The events ``owner`` holds."""
+        with self._lock:
+            return [event_id for (event_id,) in self._db.execute("SELECT id FROM events WHERE leased_by = ?", (owner,))]
 
     @_reclaiming(reserve=True)
     def acknowledge(self, event_id: int) -> None:
