@@ -47,8 +47,10 @@ CODE_DIR_ENV = "LATENCY_BENCHMARK_CODE"
 if os.environ.get(CODE_DIR_ENV):
     sys.path.insert(0, os.environ[CODE_DIR_ENV])
 
+from per_query import build_query  # noqa: E402 - after the line above: it imports spark_lineage
+
 STEPS = {20: 6, 600: 296}
-"""Plan size (about this many logical plan nodes) -> chained steps (see :func:`build_query`)."""
+"""Plan size (about this many logical plan nodes) -> chained steps (see ``per_query.build_query``)."""
 TARGET_P95_MS = 200.0
 STAGES = (
     ("returned", "action returned"),
@@ -131,17 +133,6 @@ class ArrivalLog:
 
 
 # --- the measured process ------------------------------------------------------------------------------------
-
-
-def build_query(spark: Any, inputs: list[Path], steps: int) -> Any:
-    """A join of two parquet inputs with computed columns, under ``steps`` pairs of ``sample`` and projection
-    nodes (the optimizer keeps each pair): 6 steps make about 20 logical plan nodes, 296 about 600."""
-    left = spark.read.parquet(str(inputs[0]))
-    right = spark.read.parquet(str(inputs[1])).withColumnRenamed("v", "w")
-    frame = left.join(right, "k").selectExpr("k", "v + w AS s", "upper(cast(v AS string)) AS label", "w")
-    for step in range(steps):
-        frame = frame.sample(fraction=0.999, seed=step).selectExpr("k", f"s + {step} AS s", "label", "w")
-    return frame.where("s > 0")
 
 
 def thread_cpu(names: tuple[str, ...]) -> float:
@@ -425,6 +416,8 @@ def main() -> None:
         shift = round_index % len(order)
         for side, code_dir in order[shift:] + order[:shift]:
             result = run_child(code_dir, args)
+            if not runs[side]:
+                print(f"{side}: spark_lineage from {result['code']}")
             runs[side].append(result)
             report(f"{side}", result)
     load = os.getloadavg()
