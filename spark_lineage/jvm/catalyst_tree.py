@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from spark_lineage.jvm.method_handles import HandleBuilder
@@ -130,7 +131,9 @@ class TreeRead:
         return self._nodes.get(node.index)
 
 
+@lru_cache(maxsize=4096)
 def expand_class_name(short: str) -> str:
+    """A class name as the walker shortens it, in full (asked for every node of every plan read: kept)."""
     for package, prefix in _PACKAGES:
         if short.startswith(prefix):
             return package + short[len(prefix) :]

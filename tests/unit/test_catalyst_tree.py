@@ -82,3 +82,24 @@ def test_a_plan_read_for_its_shape_only_has_no_expressions() -> None:
 def test_text_that_is_not_the_walkers_is_refused(text: str) -> None:
     with pytest.raises(DecodeError):
         decode(text, _names)
+
+
+def test_nodes_held_in_nested_sequences_and_tuples_are_found_in_order() -> None:
+    def attribute(expr_id: int) -> CatalystNode:
+        return CatalystNode("org.apache.spark.sql.catalyst.expressions.AttributeReference", {}, expr_id=expr_id)
+
+    first, second, third, fourth, fifth = (attribute(expr_id) for expr_id in range(1, 6))
+    node = CatalystNode(
+        "org.apache.spark.sql.catalyst.expressions.CaseWhen",
+        {
+            "branches": [(first, second), [None, "text", 7, (third,)]],
+            "elseValue": fourth,
+            "nothing": [],
+            "last": (Opaque("scala.None$"), [[fifth]]),
+        },
+    )
+    assert node.sub_nodes() == [first, second, third, fourth, fifth]
+    assert node.nodes("branches") == [first, second, third]
+    assert node.nodes("elseValue") == [fourth]
+    assert node.nodes("nothing") == [] and node.nodes("missing") == []
+    assert [n.expr_id for n in node.walk()] == [None, 1, 2, 3, 4, 5]
