@@ -172,10 +172,14 @@ def data_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def lineage(spark: Any, receiver: LineageReceiver) -> Iterator[Any]:
-    """Lineage on for the test, sent over HTTP to ``receiver``; off again afterwards."""
+    """Lineage on for the test, sent over HTTP to ``receiver``; off again afterwards. One request at a time:
+    these tests read the runs in the order they arrive, which several requests in flight keep only within each
+    run (tests/unit/test_delivery_concurrency.py holds delivery with several to that)."""
     import spark_lineage
 
-    handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url})
+    handle = spark_lineage.enable(
+        spark, transport={"type": "http", "url": receiver.url}, python={"delivery": {"concurrency": 1}}
+    )
     yield handle
     handle.disable(timeout=30)
 
