@@ -140,6 +140,8 @@ class FailoverSpool:
         self._destinations: dict[str, str] = {}
         self._held: dict[int, tuple[str, float]] = {}
         """Leases kept in memory, on events of a disk too full to write leases on: id -> (owner, until)."""
+        self._unforgotten: set[int] = set()
+        """Delivered events a full disk would not let go of: tried again at close."""
         self._let_go: set[int] = set()
         """Events of such a disk given back while it could not record it (their lease there is stale)."""
         self._lock = threading.RLock()
@@ -253,8 +255,9 @@ class FailoverSpool:
                     if attempt == 0 and disk_problem(error) is DiskProblem.FULL:
                         store.spool.make_room()  # forgetting an event frees room; its log needs a little first
                         continue
-                    with self._lock:  # sent all the same: never send it again from here
+                    with self._lock:  # sent all the same: never send it again from here; forgotten at close
                         self._hidden.add(event_id)
+                        self._unforgotten.add(event_id)
                     self._failed(store, error, "written")
         with self._lock:
             self._held.pop(event_id, None)
@@ -354,9 +357,17 @@ class FailoverSpool:
             return Fates(self._own.delivered, tuple(spooled), tuple(unsent), tuple(self._own.lost))
 
     def close(self) -> None:
-        """Close every store (a disk's write-ahead log goes into its main file first). Later calls do nothing."""
+        """Forget, once more, the delivered events a full disk would not let go of (nothing else writes now), then
+        close every store (a disk's write-ahead log goes into its main file first). Later calls do nothing."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
+            for event_id in sorted(self._unforgotten):
+                index, raw = _decode(event_id)
+                with contextlib.suppress(Exception):
+                    self._stores[index].spool.make_room()
+                    self._stores[index].spool.acknowledge(raw)
             for store in self._stores:
                 store.spool.close()
 

@@ -352,8 +352,10 @@ class Spool:
             return
         if reserve:
             self.release_reserve()
+        # RESTART, not TRUNCATE: the log keeps the blocks it has, and the next writes reuse them from its start,
+        # where a log cut to nothing would need the disk's room to grow again.
         with self._lock, contextlib.suppress(sqlite3.Error):
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("PRAGMA wal_checkpoint(RESTART)")
         with contextlib.suppress(OSError):
             if shutil.disk_usage(self.path).free >= 4 * RESERVE_BYTES:
                 self._hold_reserve(self.path / RESERVE_FILE)
