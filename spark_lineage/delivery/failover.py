@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import enum
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -179,6 +180,9 @@ class FailoverSpool:
             for _ in range(2):  # once more on a fresh spool, when the first one was found damaged
                 disk = self._writable_disk()
                 if disk is None:
+                    break
+                if disk.spool.short_of_room:  # what the disk still has is for sending and forgetting
+                    self._failed(disk, sqlite3.OperationalError("database or disk is full"), "written")
                     break
                 try:
                     return self._owned(disk, disk.spool.put(*event), job)

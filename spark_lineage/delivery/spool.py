@@ -52,9 +52,11 @@ RESERVE_FILE = "spool.reserve"
 RESERVE_BYTES = 256 * 1024
 """Room held back on the spool's disk for the events that end application runs (one event, its log frames and
 a checkpoint need far less)."""
-CHECKPOINT_PAGES = 100
-"""The write-ahead log is copied into the main file whenever it holds this many pages (400 KiB; sqlite's default
-is 1000)."""
+CHECKPOINT_PAGES = 32
+"""The write-ahead log is copied into the main file whenever it holds this many pages (128 KiB; sqlite's default
+is 1000). Kept well under :data:`RESERVE_BYTES`: on a full disk, the room held back must be enough for the main
+file to take in what the log holds (the pages new since the last checkpoint), or the log can never be emptied
+and nothing more can be written, not even to forget a delivered event."""
 QUICK_CHECK_MAX_BYTES = 64 * 1024 * 1024
 """Spool files up to this size are checked when they open (a few milliseconds for a spool that is nearly empty, as
 a spool usually is); larger ones are checked by use."""
@@ -282,6 +284,9 @@ class Spool:
         cannot be opened: :func:`spark_lineage.delivery.open_spool` turns either into lineage's problem."""
         self.path = path
         self.max_bytes = max_bytes
+        self.short_of_room = path is not None
+        """The room held back is not held (its disk was too full for it, or it was given to the spool): new
+        events must not go on that disk, or sending and forgetting the ones there could no longer be written."""
         self._lock = threading.Lock()
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)
@@ -327,17 +332,16 @@ class Spool:
             found = [str(line) for line in result if not str(line).startswith("***")][:1]
             raise SpoolDamagedError(f"sqlite's quick_check failed: {found[0] if found else 'damaged'}")
 
-    @staticmethod
-    def _hold_reserve(file: Path) -> None:
+    def _hold_reserve(self, file: Path) -> None:
         """Hold :data:`RESERVE_BYTES` of the disk back, in a file of real blocks (not a sparse one); on a disk
-        already too full for it, hold nothing."""
+        already too full for it, hold nothing (:attr:`short_of_room` says so)."""
         try:
-            if file.is_file() and file.stat().st_size >= RESERVE_BYTES:
-                return
-            with file.open("wb") as reserve:
-                reserve.write(bytes(RESERVE_BYTES))
-                reserve.flush()
-                os.fsync(reserve.fileno())
+            if not (file.is_file() and file.stat().st_size >= RESERVE_BYTES):
+                with file.open("wb") as reserve:
+                    reserve.write(bytes(RESERVE_BYTES))
+                    reserve.flush()
+                    os.fsync(reserve.fileno())
+            self.short_of_room = False
         except OSError:
             with contextlib.suppress(OSError):
                 file.unlink()
@@ -364,6 +368,7 @@ class Spool:
         """Give the room held back on the disk to the spool (its disk is full): whether there was any."""
         if self.path is None:
             return False
+        self.short_of_room = True
         try:
             (self.path / RESERVE_FILE).unlink()
         except OSError:

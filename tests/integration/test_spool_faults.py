@@ -78,25 +78,33 @@ def test_a_job_finding_its_spool_damaged_runs_delivers_and_leaves_it_to_salvage(
     assert set(receiver.copies().values()) == {1}
 
 
-def test_a_job_on_a_full_disk_with_a_healthy_backend_delivers_every_event(
-    tmp_path: Path, receiver: LineageReceiver
-) -> None:
-    with small_disk(tmp_path / "disk", "1m") as disk:
-        (disk / "filler").write_bytes(bytes(512 * 1024))  # what else lives on that disk
-        result, _, _ = spark_submit(tmp_path, JOB, _confs(receiver.url, disk / "spool"))
-        with sqlite3.connect(disk / "spool" / SPOOL_FILE) as spool:
-            left = spool.execute("SELECT job, application FROM events").fetchall()
-        assert left == [], "\n".join(messages(result))
+def test_a_job_on_a_full_disk_with_a_healthy_backend_delivers_every_event(tmp_path: Path) -> None:
+    """A backend that answers, in 0.2 s a request: the job's events pile up in the spool until its disk is full,
+    and every one is delivered all the same, none left spooled."""
+    receiver = LineageReceiver(delay_seconds=0.2)
+    try:
+        with small_disk(tmp_path / "disk", "1m") as disk:
+            (disk / "filler").write_bytes(bytes(704 * 1024))  # what else lives on that disk
+            confs = {**_confs(receiver.url, disk / "spool"), "spark.openlineage.python.shutdownTimeoutSeconds": "60"}
+            result, _, _ = spark_submit(tmp_path, JOB, confs)
+            with sqlite3.connect(disk / "spool" / SPOOL_FILE) as spool:
+                left = spool.execute("SELECT job, application FROM events").fetchall()
+            assert left == [], "\n".join(messages(result))
+    finally:
+        receiver.close()
+    said = "\n".join(messages(result))
     twice = {key: count for key, count in receiver.copies().items() if count > 1}
-    assert (len(receiver.events), twice) == (EVENTS, {}), "\n".join(messages(result))
+    assert (len(receiver.events), twice) == (EVENTS, {}), said
     assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE"]
     assert (
         _last_line(result)
         == f"spark_lineage: {EVENTS} lineage events: {EVENTS} delivered, 0 spooled for replay, 0 lost"
     )
-    assert any(
-        line.startswith(f"spark_lineage: the spool in {disk / 'spool'} cannot be written") for line in messages(result)
+    full = (
+        f"spark_lineage: the spool in {disk / 'spool'} cannot be written (OperationalError: database or disk is full)"
     )
+    assert any(line.startswith(full) for line in messages(result)), said
+    assert not receiver.invalid
 
 
 def test_a_job_on_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_its_ending(tmp_path: Path) -> None:
