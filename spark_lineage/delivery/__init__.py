@@ -28,7 +28,7 @@ from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
 from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
 from spark_lineage.redaction import Redactor
-from spark_lineage.worker import ErrorLog
+from spark_lineage.worker import ErrorLog, one_line
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
@@ -113,6 +113,9 @@ class Delivery:
             stored = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
             self._errors.report("spooling an event", error)
+            job = getattr(event, "job", None)
+            name = f"{job.namespace}/{job.name}" if job is not None else "/"  # as the spool names it
+            self.spool.lost(name, f"it could not be built or spooled ({one_line(error)})")  # counted at the end
             return
         dropped = stored.dropped
         if dropped.count:

@@ -345,6 +345,11 @@ class FailoverSpool:
                 self._failed(store, error, "read")
         return found
 
+    def lost(self, job: str, reason: str) -> None:
+        """An event of this process that never reached a store: counted with the others at the end."""
+        with self._lock:
+            self._own.lost.append(Lost(job, reason))
+
     def fates(self) -> Fates:
         """What became of this process's events so far: call it once the sender has stopped."""
         with self._lock:

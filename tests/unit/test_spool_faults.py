@@ -306,3 +306,22 @@ def test_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_the_applic
     assert delivered[-1] == ("job_999", "COMPLETE"), "the application's ending was kept"
     assert {name for name, _ in delivered} == {job.split("/")[1] for job in jobs}
     assert not receiver.invalid
+
+
+class _BrokenRedactor(Redactor):
+    """Redaction that fails: an event that cannot be made safe is never spooled, and must still be counted."""
+
+    def needs_redaction(self, text: str) -> bool:
+        raise RuntimeError("redaction broke")
+
+
+def test_an_event_that_cannot_be_spooled_is_counted_lost_by_its_job(caplog: pytest.LogCaptureFixture) -> None:
+    client = OpenLineageClient(transport=_http("http://127.0.0.1:9"))
+    delivery = Delivery(client, FailoverSpool(None), ErrorLog(), _BrokenRedactor())
+    delivery.submit(minimal_run_event(7))
+    with caplog.at_level(logging.INFO):
+        assert not delivery.close(0)
+    assert [record.getMessage() for record in caplog.records][-1] == (
+        "spark_lineage: 1 lineage event: 0 delivered, 0 spooled for replay, 1 lost; 1 lost (jobs default/job_7): it "
+        "could not be built or spooled (RuntimeError: redaction broke)"
+    )
