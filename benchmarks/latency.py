@@ -40,14 +40,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _spark import local_session
-
 CODE_DIR_ENV = "LATENCY_BENCHMARK_CODE"
 """Where the ``spark_lineage`` measured comes from, in a child process (``--before``)."""
 if os.environ.get(CODE_DIR_ENV):
     sys.path.insert(0, os.environ[CODE_DIR_ENV])
 
-from per_query import build_query  # noqa: E402 - after the line above: it imports spark_lineage
+from per_query import build_query, deep_plan_session  # noqa: E402 - after the line above: it imports spark_lineage
 
 STEPS = {20: 6, 600: 296}
 """Plan size (about this many logical plan nodes) -> chained steps (see ``per_query.build_query``)."""
@@ -244,17 +242,7 @@ def measure(sizes: tuple[int, ...], queries: int, warmup: int, stages: bool) -> 
     clock = StageClock()
     if stages:
         clock.install()
-    # Hundreds of chained operators overflow the default JVM stack in code generation and task serialization.
-    spark = local_session(
-        "latency benchmark",
-        master="local[1]",
-        **{"spark.sql.codegen.wholeStage": "false", "spark.driver.extraJavaOptions": "-Xss64m"},
-    )
-    inputs = []
-    for index in range(2):
-        path = workdir / f"input_{index}"
-        spark.range(20).selectExpr("id % 5 AS k", "id AS v").write.parquet(str(path))
-        inputs.append(path)
+    spark, inputs = deep_plan_session("latency benchmark", workdir)
     handle = spark_lineage.enable(
         spark, transport={"type": "http", "url": url}, python={"spool": {"dir": str(workdir / "spool")}}
     )

@@ -91,16 +91,13 @@ def build_query(spark: Any, inputs: list[Path], steps: int) -> Any:
     return frame.where("s > 0")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=15, help="queries measured per row (median reported)")
-    args = parser.parse_args()
-
-    workdir = Path(tempfile.mkdtemp(prefix="spark-lineage-bench-"))
+def deep_plan_session(name: str, workdir: Path) -> tuple[Any, list[Path]]:
+    """A local session able to run plans of hundreds of nodes, and the two small parquet inputs
+    :func:`build_query` joins, written under ``workdir``."""
     # Hundreds of chained operators overflow the default JVM stack in code generation and task
     # serialization: interpret them, and give threads a deeper stack.
     spark = local_session(
-        "per query benchmark",
+        name,
         master="local[1]",
         **{"spark.sql.codegen.wholeStage": "false", "spark.driver.extraJavaOptions": "-Xss64m"},
     )
@@ -109,6 +106,16 @@ def main() -> None:
         path = workdir / f"input_{index}"
         spark.range(20).selectExpr("id % 5 AS k", "id AS v").write.parquet(str(path))
         inputs.append(path)
+    return spark, inputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=15, help="queries measured per row (median reported)")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="spark-lineage-bench-"))
+    spark, inputs = deep_plan_session("per query benchmark", workdir)
 
     handle = spark_lineage.enable(spark, transport={"type": "noop"})
     timer = Timer(spark.sparkContext._gateway._gateway_client)
