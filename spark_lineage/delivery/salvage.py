@@ -28,23 +28,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_lineage.delivery.spool import Spool
+from spark_lineage.delivery.spool import Spool, SpooledEvent
 
 SALVAGED_SUFFIX = ".salvaged"
 RECOVER_TIMEOUT_SECONDS = 120.0
 _MAX_IDS_PROBED = 5_000_000
 """Ids probed one by one at most (an id range beyond this is read through the table and indexes only)."""
-_EVENT_COLUMNS = "id, destination, run_id, job, application, payload"
-
-
-@dataclass(frozen=True)
-class _Row:
-    id: int
-    destination: str
-    run_id: str
-    job: str
-    application: bool
-    payload: str
+_EVENT_COLUMNS = "id, destination, run_id, job, application, payload, created, attempts"
 
 
 @dataclass(frozen=True)
@@ -82,7 +72,7 @@ def salvage(file: Path, sqlite_shell: str | None = None) -> Salvaged:
     if not file.is_file():
         raise FileNotFoundError(f"no such file: {file}")
     known: set[int] = set()
-    rows: dict[int, _Row] = {}
+    rows: dict[int, SpooledEvent] = {}
     destinations: dict[str, str] = {}
     readers = []
     shell = shutil.which("sqlite3") if sqlite_shell is None else sqlite_shell
@@ -111,7 +101,7 @@ def salvage(file: Path, sqlite_shell: str | None = None) -> Salvaged:
     return Salvaged(target, len(rows), unreadable, tuple(readers))
 
 
-def _row_by_row(file: Path) -> tuple[list[_Row], set[int], dict[str, str]]:
+def _row_by_row(file: Path) -> tuple[list[SpooledEvent], set[int], dict[str, str]]:
     """``(rows read whole, ids the file lists, destinations)``."""
     with _read_only(file) as db:
         listed: set[int] = set()
@@ -128,7 +118,7 @@ def _row_by_row(file: Path) -> tuple[list[_Row], set[int], dict[str, str]]:
     return rows, listed, destinations
 
 
-def _recovered_by_sqlite(file: Path, shell: str) -> tuple[list[_Row], dict[str, str]] | None:
+def _recovered_by_sqlite(file: Path, shell: str) -> tuple[list[SpooledEvent], dict[str, str]] | None:
     """The events sqlite's shell recovers from ``file`` (into a scratch database), or ``None`` when it cannot."""
     with tempfile.TemporaryDirectory(prefix="spark-lineage-salvage-") as scratch:
         rebuilt = Path(scratch) / "recovered.sqlite"
@@ -209,7 +199,7 @@ def _fetch(db: sqlite3.Connection, query: str) -> Iterable[tuple[object, ...]]:
             yield tuple(row)
 
 
-def _row(db: sqlite3.Connection, event_id: int) -> _Row | None:
+def _row(db: sqlite3.Connection, event_id: int) -> SpooledEvent | None:
     try:
         found = db.execute(f"SELECT {_EVENT_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
     except sqlite3.Error:
@@ -217,9 +207,9 @@ def _row(db: sqlite3.Connection, event_id: int) -> _Row | None:
     return _valid(tuple(found)) if found is not None else None
 
 
-def _valid(row: tuple[object, ...]) -> _Row | None:
+def _valid(row: tuple[object, ...]) -> SpooledEvent | None:
     """A row as an event, when every column is what the spool wrote: a damaged page can read as garbage."""
-    event_id, destination, run_id, job, application, payload = row
+    event_id, destination, run_id, job, application, payload, created, attempts = row
     if not (isinstance(event_id, int) and isinstance(payload, str) and isinstance(destination, str)):
         return None
     try:
@@ -228,4 +218,6 @@ def _valid(row: tuple[object, ...]) -> _Row | None:
         return None
     if not isinstance(document, dict) or "eventTime" not in document:
         return None
-    return _Row(event_id, destination, str(run_id), str(job), bool(application), payload)
+    when = float(created) if isinstance(created, (int, float)) else 0.0
+    tries = attempts if isinstance(attempts, int) else 0
+    return SpooledEvent(event_id, destination, str(run_id), str(job), bool(application), payload, when, tries)
