@@ -81,6 +81,17 @@ def _runs(receiver: LineageReceiver) -> list[int]:
     return sorted(int(event["run"]["runId"][-12:]) for event in receiver.events)
 
 
+def _salvaged(aside: Path) -> tuple[LineageReceiver, subprocess.CompletedProcess[str]]:
+    """``spark-lineage replay --salvage ASIDE`` to a receiver of its own, which it returns with what it said."""
+    receiver = LineageReceiver()
+    try:
+        result = _replay("--salvage", str(aside), "--conf", f"spark.openlineage.transport.url={receiver.url}")
+    finally:
+        receiver.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    return receiver, result
+
+
 def _damaged(spool_dir: Path, caplog: pytest.LogCaptureFixture) -> Path:
     """Open the spool as the next job does: the damaged file is set aside, said once, and a fresh one starts."""
     with caplog.at_level(logging.WARNING):
@@ -111,12 +122,7 @@ def test_a_malformed_spool_is_set_aside_said_once_and_salvaged(
         damaged.write(bytes(range(100)))
     aside = _damaged(tmp_path / "spool", caplog)
 
-    receiver = LineageReceiver()
-    try:
-        result = _replay("--salvage", str(aside), "--conf", f"spark.openlineage.transport.url={receiver.url}")
-    finally:
-        receiver.close()
-    assert result.returncode == 0, result.stdout + result.stderr
+    receiver, result = _salvaged(aside)
     target = Path(f"{aside}.salvaged")
     # The one event on the damaged page is lost; which one that is depends on how sqlite laid the rows out.
     (missing,) = set(range(EVENTS)) - set(_runs(receiver))
@@ -142,12 +148,7 @@ def test_a_truncated_spool_gives_back_the_events_before_the_cut(
     data = file.read_bytes()
     file.write_bytes(data[: len(data) // 2])
     aside = _damaged(tmp_path / "spool", caplog)
-    receiver = LineageReceiver()
-    try:
-        result = _replay("--salvage", str(aside), "--conf", f"spark.openlineage.transport.url={receiver.url}")
-    finally:
-        receiver.close()
-    assert result.returncode == 0, result.stdout + result.stderr
+    receiver, result = _salvaged(aside)
     first = result.stdout.splitlines()[0]
     recovered = len(receiver.events)
     assert 0 < recovered < EVENTS
