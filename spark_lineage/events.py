@@ -83,19 +83,28 @@ class EventBuilder:
     # --- application run -----------------------------------------------------------------------------------
 
     def application_event(
-        self, state: RunState, epoch_ms: int, *, error: str | None = None, stack: str | None = None
+        self,
+        state: RunState,
+        epoch_ms: int,
+        *,
+        error: str | None = None,
+        stack: str | None = None,
+        job_name: str | None = None,
+        run_facets: Mapping[str, Any] | None = None,
     ) -> RunEvent:
-        run_facets: dict[str, Any] = self._common_run_facets()
+        """The application run's event; ``job_name`` and ``run_facets`` name and describe a run that stands in
+        for it (a Spark Connect session's)."""
+        facets: dict[str, Any] = {**self._common_run_facets(), **(run_facets or {})}
         if self.config.parent is not None:
-            run_facets["parent"] = self._parent_facet(self.config.parent)
+            facets["parent"] = self._parent_facet(self.config.parent)
         if state == RunState.START:
-            run_facets["spark_applicationDetails"] = self._application_details()
+            facets["spark_applicationDetails"] = self._application_details()
         if error is not None:
-            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
             )
         job_facets = {"jobType": self._job_type("APPLICATION", "NONE")}
-        return self._event(state, epoch_ms, self.app_run_id, self.app_job_name, run_facets, job_facets)
+        return self._event(state, epoch_ms, self.app_run_id, job_name or self.app_job_name, facets, job_facets)
 
     # --- query runs ----------------------------------------------------------------------------------------
 
@@ -114,7 +123,13 @@ class EventBuilder:
         return name
 
     def query_events(
-        self, query: CapturedQuery, lineage: QueryLineage, *, parent: ParentJob | None = None, streaming: bool = False
+        self,
+        query: CapturedQuery,
+        lineage: QueryLineage,
+        *,
+        parent: ParentJob | None = None,
+        streaming: bool = False,
+        run_facets: Mapping[str, Any] | None = None,
     ) -> list[RunEvent]:
         """START, a RUNNING event per Spark job the query ran (at the job's start, with ``spark_jobDetails``) and
         one when its first job ended, then COMPLETE or FAIL, for one query, sharing one run id, as
@@ -124,6 +139,9 @@ class EventBuilder:
         if query.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=query.sql, dialect="spark", producer=PRODUCER)
         plan = logical_plan_facet(query.logical_plan)
+        query_facets = dict(run_facets or {})
+        if plan is not None:
+            query_facets[LOGICAL_PLAN_FACET] = plan
         return self._run_events(
             self.query_job_name(query, lineage),
             job_facets,
@@ -134,7 +152,7 @@ class EventBuilder:
             query.error_stack,
             parent,
             jobs=query.jobs,
-            query_facets={LOGICAL_PLAN_FACET: plan} if plan is not None else {},
+            query_facets=query_facets,
         )
 
     def rdd_job_events(self, start: RddJobStart, end: RddJobEnd, lineage: QueryLineage) -> list[RunEvent]:

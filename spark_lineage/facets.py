@@ -88,6 +88,26 @@ class SparkJobDetailsRunFacet(RunFacet):
         return _RUN_FACET_SCHEMA
 
 
+SPARK_CONNECT_FACET = "spark_connect"
+SCHEMAS_URL = f"{SOURCE_REPOSITORY}/tree/main/spark_lineage/schemas/"
+"""Where the schemas of this library's own facets are published; the files ship in ``spark_lineage/schemas``."""
+
+
+@attr.define
+class SparkConnectRunFacet(RunFacet):
+    """``spark_connect``: the Spark Connect session of a session's run or a query's run (see the schema)."""
+
+    sessionId: str
+    userId: str
+    userAgent: str | None = None
+    operationId: str | None = None
+    tags: list[str] | None = None
+
+    @staticmethod
+    def _get_schema() -> str:
+        return SCHEMAS_URL + "SparkConnectRunFacet.json#/$defs/SparkConnectRunFacet"
+
+
 def logical_plan_facet(plan_json: str | None) -> LogicalPlanRunFacet | None:
     """The facet for a plan read as JSON; ``None`` without one, or when it is no JSON (it is never sent as
     text)."""

@@ -532,6 +532,47 @@ def _from_json(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class QueryOrigin:
+    """Which session ran a query heard on the listener bus (not through a session's own listener)."""
+
+    session_uuid: str
+    """The server-side SparkSession's UUID."""
+    connect_session: str | None = None
+    """The Spark Connect session id, for a query a Connect client ran."""
+    user: str | None = None
+    operation: str | None = None
+    """The Connect operation id the query ran under."""
+    tags: tuple[str, ...] = ()
+    """The tags the Connect client gave its session (``spark.addTag``)."""
+
+
+@dataclass(frozen=True)
+class ConnectSessionEvent:
+    """Something that happened to a Spark Connect session on the server."""
+
+    session_id: str
+    user: str
+    time_ms: int
+
+
+@dataclass(frozen=True)
+class ConnectSessionStarted(ConnectSessionEvent):
+    """A Spark Connect session began."""
+
+
+@dataclass(frozen=True)
+class ConnectSessionEnded(ConnectSessionEvent):
+    """A Spark Connect session was closed by its client, or expired."""
+
+
+@dataclass(frozen=True)
+class ConnectClient(ConnectSessionEvent):
+    """What the first operation of a Spark Connect session told of its client."""
+
+    user_agent: str | None = None
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     """Facts about the Spark application and session, read once at ``enable()``."""
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 
 from spark_lineage import analysis, endings, handlers, naming
 from spark_lineage.config import LineageConfig
+from spark_lineage.connect.sessions import ConnectSessions
 from spark_lineage.delivery import Delivery, open_spool, undelivered
 from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
@@ -44,13 +45,22 @@ from spark_lineage.jvm import (
     PendingJob,
     PendingQuery,
     PendingReport,
+    PendingSessionEvent,
     PendingSqlJob,
     PendingStreamEvent,
     QueryListener,
+    SessionSink,
     StreamListener,
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
-from spark_lineage.plan import CapturedQuery, RddJobStart, SessionInfo
+from spark_lineage.plan import (
+    CapturedQuery,
+    ConnectClient,
+    ConnectSessionEnded,
+    ConnectSessionStarted,
+    RddJobStart,
+    SessionInfo,
+)
 from spark_lineage.query_jobs import QueryJobLog
 from spark_lineage.redaction import Redactor
 from spark_lineage.streaming import StreamTracker
@@ -68,10 +78,13 @@ _RDD_JOBS_KEPT = 10_000
 _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
 _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
+_SHAPE_ONLY_BACKLOG = 0.5
+"""When the analysis queue is fuller than this share of its size, queries are read without their expressions
+(reported without column lineage), so that the worker catches up instead of dropping queries."""
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
-WorkItem = PendingQuery | PendingJob | PendingSqlJob | PendingReport | Callable[[], object]
+WorkItem = PendingQuery | PendingJob | PendingSqlJob | PendingSessionEvent | PendingReport | Callable[[], object]
 """What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
 
@@ -189,7 +202,12 @@ class LineageRuntime:
             logical_plan_json=config.facet_enabled(LOGICAL_PLAN_FACET),
         )
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
+        self._shape_rules = replace(self._capture_rules, expressions=False)
         self.job_sink = JobSink(self.analysis_worker.submit)
+        self.session_sink = SessionSink(self.analysis_worker.submit)
+        self.connect = ConnectSessions(self.events, self.session)
+        """The Spark Connect sessions whose queries this runtime reports (heard on the listener bus)."""
+        self._owns_session_listener = False
         self._rdd_jobs: dict[int, RddJobStart] = {}
         self._reports_query_jobs = analysis.reports_query_jobs(self.session.conf)
         self.query_jobs = QueryJobLog()
@@ -296,6 +314,9 @@ class LineageRuntime:
             self.errors.report("restoring Iceberg metrics reporters", exc)
         self.analysis_worker.close(deadline.seconds())
         self.stream_worker.close(deadline.seconds())
+        # Connect sessions still open end with the server: their runs are aborted.
+        for event in self.connect.end_all(RunState.ABORT, int(time.time() * 1000)):
+            self._deliver(event)
         if not ending_first:
             self.delivery.submit(ending)
         self.delivery.close(deadline.seconds())
@@ -325,6 +346,13 @@ class LineageRuntime:
             self.errors.report("adding the job listener", exc)
             with _lock:
                 _job_listener_owners.pop(self.context_id, None)
+            return
+        if self.config.all_sessions:
+            try:
+                self.bridge.add_session_listener(self.session_sink)
+                self._owns_session_listener = True
+            except Exception as exc:  # noqa: BLE001 - this session's lineage without the others' beats none
+                self.errors.report("adding the listener for the driver's other sessions", exc)
 
     def _remove_job_listener(self) -> None:
         if not self._owns_job_listener:
@@ -334,6 +362,12 @@ class LineageRuntime:
             self.bridge.remove_job_listener()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("removing the job listener", exc)
+        if self._owns_session_listener:
+            self._owns_session_listener = False
+            try:
+                self.bridge.remove_session_listener()
+            except Exception as exc:  # noqa: BLE001
+                self.errors.report("removing the listener for the driver's other sessions", exc)
         with _lock:
             if _job_listener_owners.get(self.context_id) is self:
                 del _job_listener_owners[self.context_id]
@@ -352,8 +386,8 @@ class LineageRuntime:
     # --- worker steps --------------------------------------------------------------------------------------
 
     def _analyze(self, pending: WorkItem) -> None:
-        if self.bridge.gone and not isinstance(pending, PendingSqlJob):
-            self._not_read()  # everything but a SQL job's start or end is read from the JVM
+        if self.bridge.gone and not isinstance(pending, (PendingSqlJob, PendingSessionEvent)):
+            self._not_read()  # everything but a SQL job's and a session's events is read from the JVM
             return
         if callable(pending):
             pending()
@@ -367,6 +401,12 @@ class LineageRuntime:
         if isinstance(pending, PendingSqlJob):
             self.query_jobs.record(self.bridge.read_sql_job(pending))
             return
+        if isinstance(pending, PendingSessionEvent):
+            self._session_event(pending)
+            return
+        self._report_query(pending)
+
+    def _report_query(self, pending: PendingQuery) -> None:
         query = self._capture(pending)
         if query is None:
             return
@@ -376,13 +416,38 @@ class LineageRuntime:
         allowed = query.tree is not None and query.tree.simple_name in self.config.allowed_spark_nodes
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage) and not allowed:
             return
-        for event in self.events.query_events(query, lineage):
+        origin = pending.origin
+        if origin is None or origin.connect_session is None:
+            events = self.events.query_events(query, lineage)
+        else:
+            identity = self.connect.for_query(origin, query.start_ms, self.bridge.query_session_conf)
+            events = [*identity.first, *identity.builder.query_events(query, lineage, run_facets=identity.run_facets)]
+        for event in events:
             self._deliver(event)
 
+    def _session_event(self, pending: PendingSessionEvent) -> None:
+        """A query of another session of the context (reported as this session's are), or a Spark Connect
+        session's start, first operation or end."""
+        if self.bridge.gone and pending.event is not None:
+            self._not_read()
+            return
+        item = self.bridge.read_session_event(pending)
+        if isinstance(item, PendingQuery):
+            self._report_query(item)
+        elif isinstance(item, ConnectSessionStarted):
+            self.connect.started(item)
+        elif isinstance(item, ConnectClient):
+            self.connect.client(item)
+        elif isinstance(item, ConnectSessionEnded):
+            for event in self.connect.ended(item):
+                self._deliver(event)
+
     def _capture(self, pending: PendingQuery) -> CapturedQuery | None:
-        """A finished query as plain data (``None``: not reported), recorded when recording is on."""
+        """A finished query as plain data (``None``: not reported), recorded when recording is on. Read without
+        its expressions when the worker is far behind."""
+        behind = self.analysis_worker.backlog > self.analysis_worker.capacity * _SHAPE_ONLY_BACKLOG
         try:
-            query = self.bridge.capture(pending, self._capture_rules)
+            query = self.bridge.capture(pending, self._shape_rules if behind else self._capture_rules)
         except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
             if self.bridge.gone:  # the JVM ended while this query was read
                 self._not_read()

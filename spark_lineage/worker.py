@@ -162,6 +162,15 @@ class BoundedWorker(Generic[T]):
             )
             return False
 
+    @property
+    def backlog(self) -> int:
+        """How many items wait (approximately: other threads may be adding or taking)."""
+        return self._queue.qsize()
+
+    @property
+    def capacity(self) -> int:
+        return self._queue.maxsize
+
     def flush(self, timeout: float | None) -> bool:
         """Wait until everything submitted so far is processed. True if it was, False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout

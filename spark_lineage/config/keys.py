@@ -86,6 +86,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("vendors.iceberg.metricsReporterDisabled", "iceberg_metrics_reporter_disabled", boolean, False),
     Key("python.filterReadOnlyActions", "filter_read_only_actions", boolean, True),
     Key("python.queueSize", "queue_size", _at_least(1), 1000),
+    Key("python.allSessions", "all_sessions", boolean, True),
     Key("python.shutdownTimeoutSeconds", "shutdown_timeout", _min(0), 10.0),
     Key("python.spool.dir", "spool_dir", _text, None),
     Key("python.spool.disabled", "spool_disabled", boolean, False),
@@ -100,19 +101,9 @@ COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("python.columnLineage.maxPlanChars", "max_plan_chars", _at_least(1), 2_000_000),
     Key("python.columnLineage.budgetMillis", "budget_millis", _min(0), 1000.0),
 )
-OTHER_KEYS = (
-    "appName",
-    "overriddenAppName",
-    "namespace",
-    "capturedProperties",
-    "facets.disabled",
-    "parentJobNamespace",
-    "parentJobName",
-    "parentRunId",
-    "rootParentJobNamespace",
-    "rootParentJobName",
-    "rootParentRunId",
-)
+PARENT_KEYS = tuple(f"{run}{part}" for run in ("parent", "rootParent") for part in ("JobNamespace", "JobName", "RunId"))
+"""The keys naming a parent run and a root parent run."""
+OTHER_KEYS = ("appName", "overriddenAppName", "namespace", "capturedProperties", "facets.disabled", *PARENT_KEYS)
 KNOWN = (
     tuple(key.name for key in (*SETTINGS, *COLUMN_LINEAGE))
     + OTHER_KEYS

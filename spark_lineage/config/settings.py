@@ -133,6 +133,9 @@ class LineageConfig:
     captured_properties: tuple[str, ...] = DEFAULT_CAPTURED_PROPERTIES
     append_dataset_name: bool = True
     filter_read_only_actions: bool = True
+    all_sessions: bool = True
+    """``python.allSessions``: also report the queries of the driver's other sessions (Spark Connect clients',
+    sessions made with ``newSession()``), heard on the listener bus; ``false``: only the enabled session's."""
     queue_size: int = 1000
     shutdown_timeout: float = 10.0
     disabled: bool = False

@@ -8,6 +8,8 @@
   execution, and what those jobs read and write; :mod:`~spark_lineage.jvm.rdd`: an RDD's lineage graph;
 - :mod:`~spark_lineage.jvm.method_handles`: the JVM-side functions both of those are composed of;
 - :mod:`~spark_lineage.jvm.probes`: the generic evaluator of the probes handlers declare;
+- :mod:`~spark_lineage.jvm.sessions`: the queries of every other session of the driver (Spark Connect's), and
+  Spark Connect's session events, from the listener bus;
 - :mod:`~spark_lineage.jvm.streaming`: the streaming query listener, and reads of its events;
 - :mod:`~spark_lineage.jvm.iceberg`: Iceberg's metrics reporter;
 - :mod:`~spark_lineage.jvm.values`: how values cross (joined strings, cached class lookups).
@@ -20,6 +22,7 @@ means.
 from spark_lineage.jvm.bridge import JvmBridge, QueryListener
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
 from spark_lineage.jvm.listener import JobSink, PendingJob, PendingSqlJob
+from spark_lineage.jvm.sessions import PendingSessionEvent, SessionSink
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery
 from spark_lineage.jvm.streaming import PendingStreamEvent, StreamEventKind, StreamListener, StreamStarted
 from spark_lineage.jvm.values import JvmError
@@ -33,9 +36,11 @@ __all__ = [
     "PendingJob",
     "PendingQuery",
     "PendingReport",
+    "PendingSessionEvent",
     "PendingSqlJob",
     "PendingStreamEvent",
     "QueryListener",
+    "SessionSink",
     "StreamEventKind",
     "StreamListener",
     "StreamStarted",

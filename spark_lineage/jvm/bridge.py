@@ -19,10 +19,28 @@ from typing import TYPE_CHECKING, Any
 from spark_lineage.jvm import watch
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
 from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, PendingSqlJob, RddJobReader, read_sql_job
-from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader
+from spark_lineage.jvm.sessions import (
+    PendingSessionEvent,
+    SessionListener,
+    SessionSink,
+    our_listeners,
+    read_session_event,
+)
+from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader, read_session_conf
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
-from spark_lineage.jvm.values import ITEM_SEP, JavaCallback, JvmClasses, JvmError, parse_map, safe, unwrap_option
-from spark_lineage.plan import CapturedQuery, JobIo, RddJobEnd, RddJobStart, SessionInfo, SqlJobEnd, SqlJobStart
+from spark_lineage.jvm.values import JavaCallback, JvmClasses, JvmError, safe, unwrap_option
+from spark_lineage.plan import (
+    CapturedQuery,
+    ConnectClient,
+    ConnectSessionEnded,
+    ConnectSessionStarted,
+    JobIo,
+    RddJobEnd,
+    RddJobStart,
+    SessionInfo,
+    SqlJobEnd,
+    SqlJobStart,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,6 +99,7 @@ class JvmBridge:
         """One per thread that captures (the analysis and streaming workers): a reader is not thread-safe."""
         self._iceberg: IcebergReporterInstaller | None = None
         self._job_listener: JobListener | None = None
+        self._session_listener: SessionListener | None = None
         self._jobs: RddJobReader | None = None
 
     @property
@@ -118,10 +137,7 @@ class JvmBridge:
 
     def session_conf(self) -> dict[str, str]:
         """Every conf the session sees: SparkConf entries and runtime settings."""
-        # The session's SQLConf already holds every SparkConf entry plus runtime `spark.conf.set` values,
-        # so one mkString brings all of it across.
-        joined = self._jsession.sessionState().conf().getAllConfs().mkString(ITEM_SEP)
-        return parse_map(str(joined))
+        return read_session_conf(self._jsession)
 
     def redaction_regex(self) -> str | None:
         """``spark.redaction.regex`` as the session has it (``None``: Spark's default)."""
@@ -176,6 +192,8 @@ class JvmBridge:
         handle = holder.get(0)
         self._jsession.listenerManager().register(handle)
         self._listener_handle = handle
+        # The session listener leaves the queries of sessions that call one of ours to that one.
+        our_listeners(self._gateway, self._classes).add(handle)
 
     def listener_names(self) -> list[str]:
         """The names (``toString``) of the query listeners this session calls. Spark copies a session's
@@ -188,6 +206,7 @@ class JvmBridge:
         handle, self._listener_handle = self._listener_handle, None
         if handle is not None and not self.is_stopped():
             self._jsession.listenerManager().unregister(handle)
+            our_listeners(self._gateway, self._classes).discard(handle)
 
     # --- streaming queries ---------------------------------------------------------------------------------
 
@@ -217,6 +236,32 @@ class JvmBridge:
         if listener is not None and not self.gone:
             listener.remove()
 
+    # --- every other session of the context (Spark Connect's) ---------------------------------------------
+
+    def add_session_listener(self, sink: SessionSink) -> None:
+        """Add the Spark listener that hands ``sink`` the queries of the sessions none of our query listeners
+        hears, and Spark Connect's session events (:mod:`spark_lineage.jvm.sessions`)."""
+        listener = SessionListener(self._sc, self._gateway, self._classes, sink)
+        listener.install()
+        self._session_listener = listener
+
+    def remove_session_listener(self) -> None:
+        listener, self._session_listener = self._session_listener, None
+        if listener is not None and not self.gone:
+            listener.remove()
+
+    def read_session_event(
+        self, pending: PendingSessionEvent
+    ) -> PendingQuery | ConnectSessionStarted | ConnectSessionEnded | ConnectClient | None:
+        """What a queued session event says; a query as a :class:`PendingQuery` of its own session."""
+        self._alive()
+        return read_session_event(pending)
+
+    def query_session_conf(self) -> dict[str, str]:
+        """Every conf the session of the query this thread captured last sees (one round trip)."""
+        self._alive()
+        return self._reader().session_conf()
+
     def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
         """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
         self._alive()
@@ -242,11 +287,21 @@ class JvmBridge:
     def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
         """Read a finished query (see :meth:`spark_lineage.jvm.spark.QueryReader.capture`)."""
         self._alive()
+        reader = self._reader(rules)
+        if pending.origin is None:
+            reader.use_session(lambda: self._jsession, self.session_key)
+        else:
+            reader.use_session(pending.query_execution.sparkSession, pending.origin.session_uuid)
+        return reader.capture(pending, rules)
+
+    def _reader(self, rules: CaptureRules | None = None) -> QueryReader:
         reader = self._readers.get(threading.get_ident())
         if reader is None:
+            if rules is None:
+                raise JvmError("no query was captured on this thread")
             reader = QueryReader(self._jsession, self._gateway, self._classes, rules.probes_for)
             self._readers[threading.get_ident()] = reader
-        return reader.capture(pending, rules)
+        return reader
 
     # --- Iceberg metrics reporter --------------------------------------------------------------------------
 

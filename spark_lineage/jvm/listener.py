@@ -100,14 +100,11 @@ class JobSink:
         implements = ["java.util.function.BiConsumer"]
 
 
-class JobListener:
-    """The filtering listener of one SparkContext, installed and removed through its listener bus."""
+class BusListener:
+    """A listener of ours on one SparkContext's listener bus, handing what it hears to a Python sink: installed
+    and removed through the bus."""
 
-    def __init__(
-        self, spark_context: Any, gateway: Any, classes: JvmClasses, sink: JobSink, rdd_jobs: bool = True
-    ) -> None:
-        self._rdd_jobs = rdd_jobs
-        """Whether jobs that are no SQL execution are passed on too (``filter.rddEventsDisabled`` says not)."""
+    def __init__(self, spark_context: Any, gateway: Any, classes: JvmClasses, sink: Any) -> None:
         self._jsc = spark_context._jsc.sc()
         self._gateway = gateway
         self._classes = classes
@@ -121,10 +118,12 @@ class JobListener:
         # One JVM-side handle on the sink: every crossing of the Python object would make another proxy.
         holder = self._classes("java.util.ArrayList")()
         holder.add(self._sink)
-        jobs = self._jsc.dagScheduler().jobIdToActiveJob()
-        builder = _ListenerBuilder(self._gateway, self._classes)
-        self._listener = builder.build(holder.get(0), jobs, self._rdd_jobs)
+        self._listener = self._build(holder.get(0))
         self._jsc.addSparkListener(self._listener)
+
+    def _build(self, sink: Any) -> Any:
+        """The listener proxy, handing what it hears to ``sink`` (the sink's JVM-side handle)."""
+        raise NotImplementedError
 
     def remove(self) -> None:
         listener, self._listener = self._listener, None
@@ -132,27 +131,30 @@ class JobListener:
             self._jsc.removeSparkListener(listener)
 
 
-class _ListenerBuilder(HandleBuilder):
-    """Composes ``InvocationHandler.invoke(proxy, method, args)`` for the filtering listener."""
+class JobListener(BusListener):
+    """The filtering job listener of one SparkContext."""
 
-    def build(self, sink: Any, jobs: Any, rdd_jobs: bool = True) -> Any:
-        tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
-        sql_tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
-        arg0 = self.mh.insertArguments(
-            self.mh.arrayElementGetter(self._classes.java_class("[Ljava.lang.Object;")), 1, self._objects(0)
-        ).asType(self._method_type(self.OBJ, self.OBJ))
+    def __init__(
+        self, spark_context: Any, gateway: Any, classes: JvmClasses, sink: JobSink, rdd_jobs: bool = True
+    ) -> None:
+        super().__init__(spark_context, gateway, classes, sink)
+        self._rdd_jobs = rdd_jobs
+        """Whether jobs that are no SQL execution are passed on too (``filter.rddEventsDisabled`` says not)."""
+
+    def _build(self, sink: Any) -> Any:
+        jobs = self._jsc.dagScheduler().jobIdToActiveJob()
+        return _ListenerBuilder(self._gateway, self._classes).build(sink, jobs, self._rdd_jobs)
+
+
+class ListenerProxyBuilder(HandleBuilder):
+    """Composes a ``SparkListenerInterface`` proxy whose ``InvocationHandler.invoke(proxy, method, args)`` runs
+    one handle per listener method, in the JVM, whatever it throws; the listeners of this package are built on
+    it."""
+
+    def proxy(self, methods: dict[str, Any], name: str) -> Any:
+        """The listener: ``methods`` maps a listener method's name to ``(event) -> void``; every other method
+        does nothing. ``name`` is what its ``toString`` says."""
         none = self.mh.constant(self.OBJ, None)
-
-        def on_first_argument(branch: Any) -> Any:
-            """``(proxy, method, args) -> null`` running ``branch(args[0])``, whatever it throws."""
-            returning_null = self.mh.filterReturnValue(self.mh.filterArguments(branch, 0, self._handles(arg0)), none)
-            guarded = self.mh.catchException(
-                returning_null,
-                self._classes.java_class("java.lang.Throwable"),
-                self.mh.dropArguments(none, 0, self._types(self._classes.java_class("java.lang.Throwable"), self.OBJ)),
-            )
-            return self.mh.dropArguments(guarded, 0, self._types(self.OBJ, self.OBJ))
-
         identity_hash = self._boxed(self._method("java.lang.System", "identityHashCode", "java.lang.Object"))
         # Spark removes listeners by reference (``eq``); equals must not call back into the handler.
         same = self.mh.filterArguments(
@@ -161,30 +163,44 @@ class _ListenerBuilder(HandleBuilder):
             self._handles(identity_hash, identity_hash),
         )
         equals = self.mh.dropArguments(
-            self._boxed(self.mh.filterArguments(same, 1, self._handles(arg0))), 1, self._types(self.OBJ)
+            self._boxed(self.mh.filterArguments(same, 1, self._handles(self._first_argument()))),
+            1,
+            self._types(self.OBJ),
         )
-        cases = [
-            (self._named("onJobStart"), on_first_argument(self._on_start(sink, jobs, tracked, sql_tracked, rdd_jobs))),
-            (self._named("onJobEnd"), on_first_argument(self._on_end(sink, tracked, sql_tracked))),
+        cases = [(self._named(method), self._on_first_argument(branch)) for method, branch in methods.items()]
+        cases += [
             (self._named("hashCode"), self.mh.dropArguments(identity_hash, 1, self._types(self.OBJ, self.OBJ))),
             (self._named("equals"), equals),
             (
                 self._named("toString"),
-                self.mh.dropArguments(
-                    self.mh.constant(self.OBJ, "spark_lineage job listener"),
-                    0,
-                    self._types(self.OBJ, self.OBJ, self.OBJ),
-                ),
+                self.mh.dropArguments(self.mh.constant(self.OBJ, name), 0, self._types(self.OBJ, self.OBJ, self.OBJ)),
             ),
         ]
         handler = self._choose(cases, self.mh.dropArguments(none, 0, self._types(self.OBJ, self.OBJ, self.OBJ)))
         invocation = self._classes.java_class("java.lang.reflect.InvocationHandler")
-        proxies = self._classes("java.lang.invoke.MethodHandleProxies")
-        invoke = proxies.asInterfaceInstance(invocation, handler)
+        invoke = self._classes("java.lang.invoke.MethodHandleProxies").asInterfaceInstance(invocation, handler)
         interface = self._classes.java_class(_LISTENER)
         return self._classes("java.lang.reflect.Proxy").newProxyInstance(
             interface.getClassLoader(), self._types(interface), invoke
         )
+
+    def _first_argument(self) -> Any:
+        """``(Object[] args) -> Object``: ``args[0]``."""
+        return self.mh.insertArguments(
+            self.mh.arrayElementGetter(self._classes.java_class("[Ljava.lang.Object;")), 1, self._objects(0)
+        ).asType(self._method_type(self.OBJ, self.OBJ))
+
+    def _on_first_argument(self, branch: Any) -> Any:
+        """``(proxy, method, args) -> null`` running ``branch(args[0])``, whatever it throws."""
+        none = self.mh.constant(self.OBJ, None)
+        returning_null = self.mh.filterReturnValue(
+            self.mh.filterArguments(branch, 0, self._handles(self._first_argument())), none
+        )
+        throwable = self._classes.java_class("java.lang.Throwable")
+        guarded = self.mh.catchException(
+            returning_null, throwable, self.mh.dropArguments(none, 0, self._types(throwable, self.OBJ))
+        )
+        return self.mh.dropArguments(guarded, 0, self._types(self.OBJ, self.OBJ))
 
     def _named(self, name: str) -> Any:
         """``(proxy, method, args) -> boolean``: whether the method called is ``name``."""
@@ -198,6 +214,65 @@ class _ListenerBuilder(HandleBuilder):
 
     def _boxed(self, handle: Any) -> Any:
         return handle.asType(handle.type().changeReturnType(self.OBJ))
+
+    def _accept(self, sink: Any) -> Any:
+        """``(Object, Object) -> void``: hand both to the Python sink."""
+        return self.mh.insertArguments(
+            self._method("java.util.function.BiConsumer", "accept", "java.lang.Object", "java.lang.Object"),
+            0,
+            self._objects(sink),
+        )
+
+    def _remember(self, ids: Any, job_id: Any) -> Any:
+        return self._void(self._forget(ids, job_id, "add"))
+
+    def _forget(self, ids: Any, job_id: Any, operation: str = "remove") -> Any:
+        """``(event) -> boolean``: add the event's job id to ``ids``, or remove it (whether it was there)."""
+        return self.mh.filterArguments(
+            self.mh.insertArguments(
+                self._method("java.util.Set", operation, "java.lang.Object"), 0, self._objects(ids)
+            ),
+            0,
+            self._handles(job_id),
+        )
+
+    def _string(self, handle: Any, kind: str) -> Any:
+        """``(event) -> String``: what ``handle`` answers, as text."""
+        return self._after(handle, self._method("java.lang.String", "valueOf", kind))
+
+    def _joined(self, *parts: Any) -> Any:
+        """``(event) -> String``: the parts' texts joined with the field separator."""
+        sequence = self._classes.java_class("java.lang.CharSequence")
+        join = self._method("java.lang.String", "join", "java.lang.CharSequence", "[Ljava.lang.CharSequence;")
+        collected = self.mh.insertArguments(
+            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), len(parts)),
+            0,
+            self._objects(_FIELD_SEP),
+        )
+        filters = [part.asType(part.type().changeReturnType(sequence)) for part in parts]
+        each = self.mh.filterArguments(collected, 0, self._handles(*filters))
+        return self.mh.permuteArguments(each, self._method_type(self.STR, self.OBJ), self._ints(*([0] * len(parts))))
+
+    def _as_object(self, handle: Any) -> Any:
+        return handle.asType(self._method_type(self.OBJ, self.OBJ))
+
+    def _ignore(self) -> Any:
+        return self.mh.empty(self._method_type(self.VOID, self.OBJ))
+
+
+class _ListenerBuilder(ListenerProxyBuilder):
+    """Composes the filtering job listener."""
+
+    def build(self, sink: Any, jobs: Any, rdd_jobs: bool = True) -> Any:
+        tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+        sql_tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+        return self.proxy(
+            {
+                "onJobStart": self._on_start(sink, jobs, tracked, sql_tracked, rdd_jobs),
+                "onJobEnd": self._on_end(sink, tracked, sql_tracked),
+            },
+            "spark_lineage job listener",
+        )
 
     def _job_id(self, event_class: str) -> Any:
         """``(event) -> Integer``: the job id, boxed as Spark's job map and our set key it."""
@@ -263,27 +338,6 @@ class _ListenerBuilder(HandleBuilder):
             self.mh.guardWithTest(self._forget(sql_tracked, job_id), sql_passed_on, self._ignore()),
         )
 
-    def _accept(self, sink: Any) -> Any:
-        """``(Object, Object) -> void``: hand both to the Python sink."""
-        return self.mh.insertArguments(
-            self._method("java.util.function.BiConsumer", "accept", "java.lang.Object", "java.lang.Object"),
-            0,
-            self._objects(sink),
-        )
-
-    def _remember(self, ids: Any, job_id: Any) -> Any:
-        return self._void(self._forget(ids, job_id, "add"))
-
-    def _forget(self, ids: Any, job_id: Any, operation: str = "remove") -> Any:
-        """``(event) -> boolean``: add the event's job id to ``ids``, or remove it (whether it was there)."""
-        return self.mh.filterArguments(
-            self.mh.insertArguments(
-                self._method("java.util.Set", operation, "java.lang.Object"), 0, self._objects(ids)
-            ),
-            0,
-            self._handles(job_id),
-        )
-
     def _property(self, name: str) -> Any:
         """``(SparkListenerJobStart) -> String``: a property the job was submitted with, or null."""
         get = self.mh.insertArguments(
@@ -322,29 +376,6 @@ class _ListenerBuilder(HandleBuilder):
         if execution_id is not None:
             parts.append(execution_id)
         return self._as_object(self._joined(*parts))
-
-    def _string(self, handle: Any, kind: str) -> Any:
-        """``(event) -> String``: what ``handle`` answers, as text."""
-        return self._after(handle, self._method("java.lang.String", "valueOf", kind))
-
-    def _joined(self, *parts: Any) -> Any:
-        """``(event) -> String``: the parts' texts joined with the field separator."""
-        sequence = self._classes.java_class("java.lang.CharSequence")
-        join = self._method("java.lang.String", "join", "java.lang.CharSequence", "[Ljava.lang.CharSequence;")
-        collected = self.mh.insertArguments(
-            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), len(parts)),
-            0,
-            self._objects(_FIELD_SEP),
-        )
-        filters = [part.asType(part.type().changeReturnType(sequence)) for part in parts]
-        each = self.mh.filterArguments(collected, 0, self._handles(*filters))
-        return self.mh.permuteArguments(each, self._method_type(self.STR, self.OBJ), self._ints(*([0] * len(parts))))
-
-    def _as_object(self, handle: Any) -> Any:
-        return handle.asType(self._method_type(self.OBJ, self.OBJ))
-
-    def _ignore(self) -> Any:
-        return self.mh.empty(self._method_type(self.VOID, self.OBJ))
 
 
 class RddJobReader:

@@ -84,7 +84,7 @@ class HandleBuilder:
         return self.mh.explicitCastArguments(handle, handle.type().changeParameterType(0, self.OBJ))
 
     def _param_class(self, name: str) -> Any:
-        primitive = {"int": self.INT, "long": self.LONG}.get(name)
+        primitive = {"int": self.INT, "long": self.LONG, "boolean": self.BOOL}.get(name)
         return primitive if primitive is not None else self._classes.java_class(name)
 
     # --- combinators -------------------------------------------------------------------------------------

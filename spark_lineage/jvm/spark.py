@@ -22,8 +22,8 @@ from typing import Any
 from spark_lineage.jvm.catalyst_tree import CatalystTreeReader, TreeRead
 from spark_lineage.jvm.probes import ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, message, parse_metrics, safe
-from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode
+from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, message, parse_map, parse_metrics, safe
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, QueryOrigin
 
 
 @dataclass
@@ -36,6 +36,8 @@ class PendingQuery:
     duration_ns: int | None = None
     exception: Any = None
     plans: tuple[str, ...] = ("optimizedPlan", "analyzed", "logical")
+    origin: QueryOrigin | None = None
+    """For a query heard on the listener bus: the session that ran it (``None``: the listened session's)."""
     """The plans to read, the first one that can be had: a micro-batch is read as analyzed, where its sink is
     still the root (the optimizer removes a V1 sink's node)."""
 
@@ -57,11 +59,18 @@ class CaptureRules:
     """Read the plan as Spark's JSON too (``toJSON``, one call), for the ``spark.logicalPlan`` run facet."""
 
 
+def read_session_conf(jsession: Any) -> dict[str, str]:
+    """Every conf a session sees: its SQLConf holds every SparkConf entry and the runtime ``spark.conf.set``
+    values, and one ``mkString`` brings them all across."""
+    return parse_map(str(jsession.sessionState().conf().getAllConfs().mkString(ITEM_SEP)))
+
+
 class QueryReader:
     """Reads finished queries of one SparkSession."""
 
     def __init__(self, jsession: Any, gateway: Any, classes: JvmClasses, probes_for: ProbeLookup) -> None:
         self._jsession = jsession
+        self._session_key: str | None = None
         self._classes = classes
         self._trees = CatalystTreeReader(gateway, classes)
         self._probes = ProbeEvaluator(classes, probes_for)
@@ -75,6 +84,20 @@ class QueryReader:
         self._active_on: int | None = None
         self._rules: CaptureRules | None = None
         self._errors: list[str] = []
+
+    def use_session(self, jsession: Callable[[], Any], key: str) -> None:
+        """Read the next queries through the session ``key`` names (``jsession()`` gives it, asked only when the
+        session changes): catalog lookups and the active session are per session."""
+        if key == self._session_key:
+            return
+        self._jsession = jsession()
+        self._session_key = key
+        self._session_catalog = None
+        self._active_on = None
+
+    def session_conf(self) -> dict[str, str]:
+        """Every conf the session the last query was read through sees: SparkConf entries and runtime settings."""
+        return read_session_conf(self._jsession)
 
     def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
         """Read what the analysis needs about one finished query. ``None`` when ``rules`` say the query is not

@@ -1,0 +1,8 @@
+"""Spark Connect: lineage for the sessions a Connect server runs for its clients.
+
+- :mod:`~spark_lineage.connect.identity`: what a client may set for its own lineage (an allowlist of
+  ``spark.openlineage.*`` keys), and the settings a session's runs are built with;
+- :mod:`~spark_lineage.connect.sessions`: a run per Connect session, the parent of its queries' runs.
+
+The queries themselves are heard by :mod:`spark_lineage.jvm.sessions` and analyzed as any other.
+"""
