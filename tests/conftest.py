@@ -12,17 +12,19 @@ from typing import Any
 import pytest
 
 from tests.jars import (
+    CONNECT_PLUGIN,
     ICEBERG_VERSION,
     SPARK_SHIPS,
     iceberg_runtime,
     postgres_jdbc,
+    ships_spark_connect,
     spark_avro,
     spark_kafka,
     sqlite_jdbc,
 )
 from tests.kafka_server import Kafka, KafkaUnavailableError, check_available, kafka_server
 from tests.postgres_server import Postgres, PostgresUnavailableError, binaries, postgres_server, run_sql
-from tests.support import LineageReceiver
+from tests.support import LineageReceiver, free_port
 
 
 def installed_pyspark() -> str | None:
@@ -66,7 +68,9 @@ def iceberg_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     """One local Spark session for the whole run: starting a JVM costs seconds. Where Iceberg has a runtime for
-    the PySpark line, it has two Iceberg catalogs: ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite)."""
+    the PySpark line, it has two Iceberg catalogs: ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite). Where
+    PySpark ships Spark Connect, it is a Connect server too, on the port ``spark.connect.grpc.binding.port``
+    says (tests/integration/test_connect.py runs clients against it)."""
     pyspark = pytest.importorskip("pyspark")
     pyspark_sql = pytest.importorskip("pyspark.sql")
     iceberg = iceberg_runtime(pyspark.__version__)
@@ -96,6 +100,10 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     if iceberg:
         for key, value in iceberg_confs.items():
             builder = builder.config(key, value)
+    if ships_spark_connect(pyspark.__version__):
+        builder = builder.config("spark.plugins", CONNECT_PLUGIN).config(
+            "spark.connect.grpc.binding.port", str(free_port())
+        )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -99,3 +99,12 @@ def delta_spark(pyspark_version: str) -> str | None:
     if not version.startswith(("2.", "3.", "4.0.")):
         artifact = f"delta-spark_{line}_{scala_version(pyspark_version)}"
     return f"io.delta:{artifact}:{version}"
+
+
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+"""What makes a driver a Spark Connect server (``spark.plugins``)."""
+
+
+def ships_spark_connect(pyspark_version: str) -> bool:
+    """PySpark 4.x ships Spark Connect's server in its jars; 3.5 does not."""
+    return not pyspark_version.startswith("3.")

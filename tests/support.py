@@ -68,8 +68,16 @@ def schema_registry(directory: Path) -> Registry:
     )
 
 
+PACKAGE_SCHEMAS = REPO_ROOT / "spark_lineage" / "schemas"
+"""The schemas of this library's own facets, shipped in the package: events are held to them as to the spec's."""
+
+
+@cache
 def _registry() -> Registry:
-    return schema_registry(spec_dir())
+    return schema_registry(spec_dir()).with_resources(
+        (schema_id, Resource.from_contents(document, default_specification=DRAFT202012))
+        for schema_id, document in schemas_in(PACKAGE_SCHEMAS).items()
+    )
 
 
 def _validator_for(uri: str) -> jsonschema.Draft202012Validator:
@@ -84,13 +92,13 @@ def validate_event(event: dict[str, Any]) -> None:
             url = facet.get("_schemaURL")
             assert url, f"{where}.{name} has no _schemaURL"
             base = url.split("#", 1)[0]
-            assert base in _known_ids(), f"{where}.{name}: {url} is not a published OpenLineage schema"
+            assert base in _known_ids(), f"{where}.{name}: {url} is neither a published OpenLineage schema nor ours"
             target = url if "#" in url else base
             _validator_for(target).validate(facet if "#" in url else {name: facet})
 
 
 def _known_ids() -> frozenset[str]:
-    return frozenset(schemas_in(spec_dir()))
+    return frozenset(schemas_in(spec_dir())) | frozenset(schemas_in(PACKAGE_SCHEMAS))
 
 
 def facet_groups(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
