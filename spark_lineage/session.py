@@ -78,6 +78,13 @@ _RDD_JOBS_KEPT = 10_000
 _REPORTS_KEPT_PER_TABLE = 20
 _TABLES_WITH_REPORTS_KEPT = 200
 _REMOTE_CATALOG_TYPES = frozenset({"rest", "nessie", "glue"})
+_DROPPED_LABELS: dict[type, str] = {
+    PendingQuery: "(a query)",
+    PendingSessionEvent: "(a query of another session)",
+    PendingJob: "(a Spark job)",
+    PendingStreamEvent: "(a streaming query's progress)",
+}
+"""What stands for the job of a run lost before its job had a name."""
 _SHAPE_ONLY_BACKLOG = 0.5
 """When the analysis queue is fuller than this share of its size, queries are read without their expressions
 (reported without column lineage), so that the worker catches up instead of dropping queries."""
@@ -156,7 +163,7 @@ class LineageRuntime:
         """Finished queries and jobs that were not read: the JVM ended first."""
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
         self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
-            "spark_lineage-analysis", self._analyze, config.queue_size, self.errors
+            "spark_lineage-analysis", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
         )
         self.delivery = Delivery(
             client,
@@ -179,7 +186,7 @@ class LineageRuntime:
             self.errors,
         )
         self.stream_worker: BoundedWorker[PendingStreamEvent] = BoundedWorker(
-            "spark_lineage-streams", self._stream_event, config.queue_size, self.errors
+            "spark_lineage-streams", self._stream_event, config.queue_size, self.errors, on_drop=self._dropped
         )
         self.stream_listener = StreamListener(
             self.stream_worker.submit, f"spark_lineage-streams:{self.session.session_id}"
@@ -320,9 +327,6 @@ class LineageRuntime:
         if not ending_first:
             self.delivery.submit(ending)
         self.delivery.close(deadline.seconds())
-        lost = self.analysis_worker.dropped + self.stream_worker.dropped
-        if lost:
-            log.warning("spark_lineage: %d lineage items could not be delivered before shutdown", lost)
         if self._unread:
             log.warning("spark_lineage: %d lineage items went unreported: the JVM ended first", self._unread)
         self.errors.summarize(skip=undelivered)
@@ -471,6 +475,15 @@ class LineageRuntime:
             self._not_read()
             return
         self.streams.handle(pending)
+
+    def _dropped(self, item: object, why: str) -> None:
+        """A query or job the workers never got to: counted lost in the line that ends the process's lineage
+        (what Spark reports beside them, Iceberg reports and session events, are no runs of their own)."""
+        if isinstance(item, PendingSessionEvent) and item.event is None:
+            return
+        label = _DROPPED_LABELS.get(type(item))
+        if label is not None:
+            self.delivery.spool.lost(label, f"not analyzed: {why}")
 
     def _not_read(self) -> None:
         self._unread += 1

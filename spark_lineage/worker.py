@@ -139,8 +139,12 @@ class BoundedWorker(Generic[T]):
         capacity: int,
         errors: ErrorLog,
         full_hint: str = "Raise spark.openlineage.python.queueSize or check the backend.",
+        on_drop: Callable[[T, str], None] | None = None,
     ) -> None:
+        """``on_drop(item, why)`` is told of each item that is never processed: refused by a full queue, or
+        still waiting when :meth:`close` gave up."""
         self._process = process
+        self._on_drop = on_drop
         self._full_hint = full_hint
         self._errors = errors
         self._name = name
@@ -155,6 +159,7 @@ class BoundedWorker(Generic[T]):
             return True
         except queue.Full:
             self.dropped += 1
+            self._dropped(item, f"the {self._name} queue was full ({self._queue.maxsize} items)")
             self._errors.report(
                 f"{self._name} queue full",
                 message=f"the {self._name} queue is full ({self._queue.maxsize} items); lineage is being dropped. "
@@ -186,10 +191,26 @@ class BoundedWorker(Generic[T]):
         """Flush, then stop the thread. Items still queued at the deadline are abandoned (and counted)."""
         flushed = self.flush(timeout)
         if not flushed:
-            self.dropped += self._queue.qsize()
+            # What waits is never processed: take it out, so that the worker stops after what it is doing.
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                self._queue.task_done()
+                self.dropped += 1
+                self._dropped(item, "it was still waiting for analysis when shutdown's time was up")  # type: ignore[arg-type]
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(_STOP)
         return flushed
+
+    def _dropped(self, item: T, why: str) -> None:
+        if self._on_drop is None:
+            return
+        try:
+            self._on_drop(item, why)
+        except Exception as error:  # noqa: BLE001 - counting a loss never fails the caller
+            self._errors.report(f"counting a dropped {self._name} item", error)
 
     def _run(self) -> None:
         yield_cpu_to_the_job()

@@ -122,3 +122,29 @@ def test_unsupported_v2_table_is_reported_with_an_extraction_error(
         "V2 table of class org.apache.spark.sql.execution.datasources.noop.NoopTable$ is not supported "
         "(Iceberg tables are): it is not reported"
     ]
+
+
+def test_a_query_the_analysis_never_got_to_is_counted_lost_in_the_last_line(
+    spark: Any, data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver = LineageReceiver()
+    try:
+        handle = spark_lineage.enable(spark, transport={"type": "http", "url": receiver.url}, python={"queueSize": 2})
+        runtime = handle._runtime
+        assert runtime is not None
+        release = threading.Event()
+        runtime.analysis_worker.submit(lambda: release.wait(60))  # the worker is busy: the queue fills up
+        with caplog.at_level(logging.WARNING, logger="spark_lineage"):
+            for index in range(3):
+                spark.range(5).write.parquet(str(data_dir / f"crowded_{index}"))
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60_000)
+            release.set()
+            handle.disable(timeout=30)
+    finally:
+        receiver.close()
+    (summary,) = [r.getMessage() for r in caplog.records if " spooled for replay, " in r.getMessage()]
+    lost = re.search(r"; (\d+) lost \(jobs \(a query\)\): not analyzed: the spark_lineage-analysis queue was full "
+                     r"\(2 items\)$", summary)  # fmt: skip
+    assert lost is not None, summary
+    reported = {e["job"]["name"] for e in query_events(receiver.events)}
+    assert int(lost.group(1)) + len([n for n in reported if "crowded" in n]) == 3, (summary, reported)

@@ -32,6 +32,31 @@ def test_full_queue_refuses_without_blocking_and_counts() -> None:
     assert worker.flush(10)
 
 
+def test_every_item_never_processed_is_told_with_why() -> None:
+    gate = threading.Event()
+    seen: list[int] = []
+    told: list[tuple[int, str]] = []
+    worker: BoundedWorker[int] = BoundedWorker(
+        "test",
+        lambda item: (gate.wait(10), seen.append(item)),
+        2,
+        ErrorLog(),
+        on_drop=lambda *told_: told.append(told_),
+    )
+    worker.submit(0)
+    while worker.backlog:  # the first item is taken, and waits on the gate
+        threading.Event().wait(0.01)
+    assert [worker.submit(item) for item in (1, 2, 3)] == [True, True, False]
+    assert told == [(3, "the test queue was full (2 items)")]
+    assert not worker.close(0.1)  # 1 and 2 still wait: never processed
+    gate.set()
+    expired = "it was still waiting for analysis when shutdown's time was up"
+    assert told[1:] == [(1, expired), (2, expired)]
+    assert worker.dropped == 3
+    threading.Event().wait(0.2)
+    assert seen == [0]
+
+
 def test_a_failing_item_does_not_stop_the_worker_and_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     seen: list[int] = []
 
