@@ -215,6 +215,8 @@ class LineageRuntime:
         self.connect = ConnectSessions(self.events, self.session)
         """The Spark Connect sessions whose queries this runtime reports (heard on the listener bus)."""
         self._owns_session_listener = False
+        self._iceberg_catalogs: list[str] = []
+        """The Iceberg catalogs whose reporters get ours, in this session and in each Connect session."""
         self._rdd_jobs: dict[int, RddJobStart] = {}
         self._reports_query_jobs = analysis.reports_query_jobs(self.session.conf)
         self.query_jobs = QueryJobLog()
@@ -243,7 +245,8 @@ class LineageRuntime:
         if not self.config.iceberg_metrics_reporter_disabled:
             local: list[str] = []
             remote: list[str] = []
-            for name in iceberg_catalog_names(self.session.conf):
+            self._iceberg_catalogs = iceberg_catalog_names(self.session.conf)
+            for name in self._iceberg_catalogs:
                 catalog = naming.IcebergCatalog.from_spark_conf(name, dict(self.session.conf))
                 (remote if catalog is not None and catalog.type in _REMOTE_CATALOG_TYPES else local).append(name)
             if local:
@@ -440,6 +443,13 @@ class LineageRuntime:
             self._report_query(item)
         elif isinstance(item, ConnectSessionStarted):
             self.connect.started(item)
+            if self._iceberg_catalogs and self.iceberg_reporter.active:
+                try:
+                    self.bridge.install_iceberg_reporter_in_connect_session(
+                        self.iceberg_reporter, self._iceberg_catalogs, item.session_id, item.user
+                    )
+                except Exception as exc:  # noqa: BLE001 - the session's lineage without Iceberg metrics
+                    self.errors.report("adding the Iceberg metrics reporter to a Connect session", exc)
         elif isinstance(item, ConnectClient):
             self.connect.client(item)
         elif isinstance(item, ConnectSessionEnded):

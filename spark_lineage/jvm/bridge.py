@@ -309,6 +309,19 @@ class JvmBridge:
         self._alive()
         return self._iceberg_installer().install(reporter, catalog_names)
 
+    def install_iceberg_reporter_in_connect_session(
+        self, reporter: IcebergMetricsReporter, catalog_names: list[str], session_id: str, user: str
+    ) -> list[str]:
+        """Add the reporter to the Iceberg catalogs of a Spark Connect session (each session has catalogs of its
+        own); nothing when the session is gone already."""
+        self._alive()
+        service = getattr(self._classes("org.apache.spark.sql.connect.service.SparkConnectService$"), "MODULE$")
+        key = self._classes("org.apache.spark.sql.connect.service.SessionKey")(user, session_id)
+        holder = service.sessionManager().getIsolatedSessionIfPresent(key)
+        if not bool(holder.isDefined()):
+            return []
+        return self._iceberg_installer().install(reporter, catalog_names, holder.get().session())
+
     def uninstall_iceberg_reporter(self) -> None:
         if self._iceberg is not None:
             self._iceberg.uninstall(context_stopped=self.is_stopped())

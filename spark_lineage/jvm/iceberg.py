@@ -72,15 +72,20 @@ class IcebergReporterInstaller:
         self._classes = classes
         self._restores: list[_FieldRestore] = []
 
-    def install(self, reporter: IcebergMetricsReporter, catalog_names: list[str]) -> list[str]:
+    def install(self, reporter: IcebergMetricsReporter, catalog_names: list[str], jsession: Any = None) -> list[str]:
         """Add ``reporter`` to the metrics reporter of each named Iceberg Spark catalog, keeping whatever reporter
         the catalog already had (``metrics-reporter-impl``) working beside it. Tables the catalog has already
-        loaded and cached get it too. Returns the catalogs it was added to; the others are logged."""
+        loaded and cached get it too. Returns the catalogs it was added to; the others are logged.
+
+        Each session has catalogs of its own: ``jsession`` names another session than this installer's (a Spark
+        Connect client's), whose catalogs go with it, so they are not put back by :meth:`uninstall` (the
+        reporter stops reporting then)."""
         holder = self._classes("java.util.ArrayList")()
         holder.add(reporter)
         proxy = holder.get(0)
         combine = self._classes("org.apache.iceberg.metrics.MetricsReporters").combine
-        manager = self._jsession.sessionState().catalogManager()
+        restores = self._restores if jsession is None else []
+        manager = (self._jsession if jsession is None else jsession).sessionState().catalogManager()
         installed = []
         for name in catalog_names:
             try:
@@ -95,9 +100,13 @@ class IcebergReporterInstaller:
                 else:
                     owner, field_name = iceberg_catalog, "metricsReporter"
                     self._call_declared(owner, "metricsReporter")  # loads metrics-reporter-impl if not yet
-                self._wrap_field(owner, field_name, lambda current: combine(current, proxy) if current else proxy)
+                self._wrap_field(
+                    owner, field_name, lambda current: combine(current, proxy) if current else proxy, restores
+                )
                 for table in cached_tables:
-                    self._wrap_field(table, "reporter", lambda current: combine(current, proxy) if current else proxy)
+                    self._wrap_field(
+                        table, "reporter", lambda current: combine(current, proxy) if current else proxy, restores
+                    )
                 installed.append(name)
             except Exception as error:  # noqa: BLE001 - one odd catalog must not stop the others
                 log.warning("spark_lineage: no Iceberg metrics from catalog %s: %s", name, message(error))
@@ -130,11 +139,11 @@ class IcebergReporterInstaller:
     def _field_value(self, obj: Any, name: str) -> Any:
         return self._declared_field(obj, name).get(obj)
 
-    def _wrap_field(self, owner: Any, name: str, wrap: Callable[[Any], Any]) -> None:
+    def _wrap_field(self, owner: Any, name: str, wrap: Callable[[Any], Any], restores: list[_FieldRestore]) -> None:
         field = self._declared_field(owner, name)
         original = field.get(owner)
         field.set(owner, wrap(original))
-        self._restores.append(_FieldRestore(owner, field, original))
+        restores.append(_FieldRestore(owner, field, original))
 
     def _call_declared(self, obj: Any, name: str) -> Any:
         cls = obj.getClass()

@@ -13,8 +13,10 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +24,7 @@ import pytest
 from tests.integration.connect_client import pipeline
 from tests.jars import ships_spark_connect
 from tests.postgres_server import Postgres
-from tests.support import REPO_ROOT, LineageReceiver, app_events, query_events
+from tests.support import REPO_ROOT, LineageReceiver, app_events, only_run, query_events
 
 pytestmark = pytest.mark.spark
 
@@ -61,7 +63,7 @@ def _has_iceberg(spark: Any) -> bool:
 
 
 @pytest.fixture(scope="module")
-def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) -> Any:
+def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) -> Clients:
     import pyspark
 
     import spark_lineage
@@ -124,14 +126,8 @@ def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Post
         with ThreadPoolExecutor(len(ANALYSTS)) as pool:
             sessions = dict(zip((a.user for a in ANALYSTS), pool.map(run, ANALYSTS)))
         assert handle.flush(120)
-        yield Clients(
-            list(receiver.events),
-            sessions,
-            str(handle.app_run_id),
-            [record.getMessage() for record in records],
-            iceberg,
-        )
     finally:
+        # Lineage off before the tests look: the other tests of the module enable lineage on this session too.
         handle.disable(timeout=60)
         logging.getLogger("spark_lineage").removeHandler(keep)
         receiver.close()
@@ -141,6 +137,13 @@ def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Post
             if iceberg:
                 spark.sql(f"DROP TABLE IF EXISTS hcat.db.{analyst.user}_ice")
     assert not receiver.invalid, "events that fail the OpenLineage schemas:\n" + "\n".join(receiver.invalid)
+    return Clients(
+        list(receiver.events),
+        sessions,
+        str(handle.app_run_id),
+        [record.getMessage() for record in records],
+        iceberg,
+    )
 
 
 def _session_run(clients: Clients, analyst: Analyst) -> list[dict[str, Any]]:
@@ -244,7 +247,67 @@ def test_an_iceberg_table_a_client_creates_is_named_as_the_classic_sessions(clie
         pytest.skip("Iceberg has no Spark runtime for this PySpark line")
     for analyst in ANALYSTS:
         session_run = _session_run(clients, analyst)[0]["run"]["runId"]
-        (ice,) = [run for run in _queries_of(clients, session_run).values() if run[-1]["job"]["name"].endswith("_ice")]
+        app_job = analyst.app.lower().replace(" ", "_")
+        (ice,) = [
+            run
+            for run in _queries_of(clients, session_run).values()
+            if run[-1]["job"]["name"] == f"{app_job}.append_data.hcat_db_{analyst.user}_ice"
+        ]
         (output,) = ice[-1]["outputs"]
         assert output["name"].endswith(f"/hadoop_warehouse/db/{analyst.user}_ice")
         assert output["facets"]["symlinks"]["identifiers"][0]["name"] == f"db.{analyst.user}_ice"
+        # Iceberg's own report of the commit, from the reporter added to the catalogs of the client's session.
+        report = output["outputFacets"]["icebergCommitReport"]
+        assert report["operation"] == "append" and report["commitMetrics"]["addedRecords"] == 3
+
+
+def test_every_session_of_the_driver_is_reported_once(
+    spark: Any, lineage: Any, receiver: LineageReceiver, tmp_path: Path
+) -> None:
+    import spark_lineage
+
+    spark.newSession().range(3).write.parquet(str(tmp_path / "from_new_session"))
+    thread = threading.Thread(target=lambda: spark.newSession().range(2).write.parquet(str(tmp_path / "on_a_thread")))
+    thread.start()
+    thread.join()
+    enabled = spark.newSession()
+    own = spark_lineage.enable(
+        enabled, transport={"type": "http", "url": receiver.url}, python={"delivery": {"concurrency": 1}}
+    )
+    try:
+        enabled.range(4).write.parquet(str(tmp_path / "own_listener"))
+        assert own.flush(60) and lineage.flush(60)
+    finally:
+        own.disable(timeout=30)
+    assert own.app_run_id != lineage.app_run_id
+    for output, parent in (
+        ("from_new_session", lineage.app_run_id),
+        ("on_a_thread", lineage.app_run_id),
+        ("own_listener", own.app_run_id),  # its own listener's, never the bus's too
+    ):
+        start, complete = only_run(receiver.events, f"_{output}")
+        assert complete["eventType"] == "COMPLETE"
+        assert [d["name"] for d in complete["outputs"]] == [str(tmp_path / output)]
+        assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in (start, complete)} == {parent}
+        assert "spark_connect" not in complete["run"]["facets"]
+
+
+def test_all_sessions_off_reports_the_enabled_session_alone(
+    spark: Any, receiver: LineageReceiver, tmp_path: Path
+) -> None:
+    import spark_lineage
+
+    handle = spark_lineage.enable(
+        spark,
+        transport={"type": "http", "url": receiver.url},
+        python={"allSessions": False, "delivery": {"concurrency": 1}},
+    )
+    try:
+        spark.newSession().range(3).write.parquet(str(tmp_path / "elsewhere"))
+        spark.range(3).write.parquet(str(tmp_path / "here"))
+        assert handle.flush(60)
+    finally:
+        handle.disable(timeout=30)
+    assert sorted(e["job"]["name"] for e in query_events(receiver.events) if e["eventType"] == "COMPLETE") == [
+        f"lineage_tests.execute_insert_into_hadoop_fs_relation_command.{tmp_path.name}_here"
+    ]
