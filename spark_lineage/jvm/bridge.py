@@ -193,7 +193,7 @@ class JvmBridge:
         self._jsession.listenerManager().register(handle)
         self._listener_handle = handle
         # The session listener leaves the queries of sessions that call one of ours to that one.
-        our_listeners(self._gateway, self._classes).add(handle)
+        our_listeners(self._gateway, self._classes).add(handle, self.session_key)
 
     def listener_names(self) -> list[str]:
         """The names (``toString``) of the query listeners this session calls. Spark copies a session's
@@ -206,7 +206,7 @@ class JvmBridge:
         handle, self._listener_handle = self._listener_handle, None
         if handle is not None and not self.is_stopped():
             self._jsession.listenerManager().unregister(handle)
-            our_listeners(self._gateway, self._classes).discard(handle)
+            our_listeners(self._gateway, self._classes).discard(handle, self.session_key)
 
     # --- streaming queries ---------------------------------------------------------------------------------
 

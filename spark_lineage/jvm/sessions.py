@@ -89,18 +89,25 @@ class SessionSink:
 
 
 class OurListeners:
-    """The query listeners of ours registered in one JVM, as a JVM set the session listener asks (by
-    identity: asking a Python listener's ``equals`` would call back into Python)."""
+    """What the session listener of one JVM leaves alone, as JVM sets it asks: the sessions that call a query
+    listener of ours (which reports them), and the sessions whose lineage was turned off."""
 
     def __init__(self, classes: JvmClasses) -> None:
         collections = classes("java.util.Collections")
         self.jvm_set = collections.synchronizedSet(collections.newSetFromMap(classes("java.util.IdentityHashMap")()))
+        """Our query listeners, by identity: asking a Python listener's ``equals`` would call into Python."""
+        self.muted = classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+        """The UUIDs of the sessions whose lineage was turned off (``disable()``): per-session control holds."""
 
-    def add(self, handle: Any) -> None:
+    # py4j hands both sets over as Python sets whose ``remove`` and ``discard`` raise for what is not there:
+    # ``_remove`` is the Java method.
+    def add(self, handle: Any, session_key: str) -> None:
         self.jvm_set.add(handle)
+        self.muted._remove(session_key)
 
-    def discard(self, handle: Any) -> None:
-        self.jvm_set.remove(handle)
+    def discard(self, handle: Any, session_key: str) -> None:
+        self.jvm_set._remove(handle)
+        self.muted.add(session_key)
 
 
 _our_listeners: dict[int, OurListeners] = {}
@@ -119,14 +126,14 @@ class SessionListener(BusListener):
 
     def _build(self, sink: Any) -> Any:
         return _SessionListenerBuilder(self._gateway, self._classes).build(
-            sink, our_listeners(self._gateway, self._classes).jvm_set
+            sink, our_listeners(self._gateway, self._classes)
         )
 
 
 class _SessionListenerBuilder(ListenerProxyBuilder):
     """Composes the session listener's ``onOtherEvent``."""
 
-    def build(self, sink: Any, ours: Any) -> Any:
+    def build(self, sink: Any, ours: OurListeners) -> Any:
         starts = self._classes("java.util.concurrent.ConcurrentHashMap")()
         """Job tags by execution id, from an execution's start until its end."""
         seen = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
@@ -156,9 +163,9 @@ class _SessionListenerBuilder(ListenerProxyBuilder):
         )
         return self._void(self.mh.permuteArguments(keep, self._method_type(self.OBJ, self.OBJ), self._ints(0, 0)))
 
-    def _on_execution_end(self, sink: Any, ours: Any, starts: Any) -> Any:
+    def _on_execution_end(self, sink: Any, ours: OurListeners, starts: Any) -> Any:
         """``(end) -> void``: forget the execution's tags; pass on a query of a session none of our query
-        listeners hears, with its tags."""
+        listeners hears and whose lineage was not turned off, with its tags."""
         end = _EXECUTION_END
         session_class = str(
             self._classes.java_class(_QUERY_EXECUTION)
@@ -175,9 +182,16 @@ class _SessionListenerBuilder(ListenerProxyBuilder):
         disjoint = self.mh.insertArguments(
             self._method("java.util.Collections", "disjoint", "java.util.Collection", "java.util.Collection"),
             0,
-            self._objects(ours),
+            self._objects(ours.jvm_set),
         )
-        none_of_ours = self._after(as_list, disjoint)
+        uuid = self._after(session, self._method(session_class, "sessionUUID"))
+        muted = self._after(
+            uuid,
+            self.mh.insertArguments(
+                self._method("java.util.Set", "contains", "java.lang.Object"), 0, self._objects(ours.muted)
+            ),
+        )
+        none_of_ours = self.mh.guardWithTest(muted, self._constant(False), self._after(as_list, disjoint))
         named = self._after(self._method(end, "executionName"), self._method("scala.Option", "isDefined"))
         has_query = self._after(
             self._method(end, "qe"), self._method("java.util.Objects", "nonNull", "java.lang.Object")
@@ -197,7 +211,7 @@ class _SessionListenerBuilder(ListenerProxyBuilder):
             self._string(self._method(end, "time"), "long"),
             name,
             self._string(self._method(end, "duration"), "long"),
-            self._after(session, self._method(session_class, "sessionUUID")),
+            uuid,
             failed,
         )
         tags_text = self.mh.insertArguments(

@@ -279,6 +279,10 @@ def test_every_session_of_the_driver_is_reported_once(
         assert own.flush(60) and lineage.flush(60)
     finally:
         own.disable(timeout=30)
+    # Lineage turned off for a session stays off: the other sessions' listener does not take it over.
+    enabled.range(5).write.parquet(str(tmp_path / "after_disable"))
+    assert lineage.flush(60)
+    assert not [e for e in receiver.events if "after_disable" in e["job"]["name"]]
     assert own.app_run_id != lineage.app_run_id
     for output, parent in (
         ("from_new_session", lineage.app_run_id),
