@@ -301,10 +301,10 @@ def serve(options: ServerOptions) -> int:
         )
     confs = dict(options.confs)
     package = connect_package(pyspark.__version__, jars_dir, confs)
+    check_port_free(options.address, options.port)
     if package is not None:
         confs["spark.jars.packages"] = ",".join(filter(None, [confs.get("spark.jars.packages"), package]))
         _say(f"Spark {pyspark.__version__} has no Spark Connect server jar: adding {package} from Maven Central")
-    check_port_free(options.address, options.port)
     # A client's settings in this environment would make PySpark build a Connect client instead of a driver.
     for variable in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
         os.environ.pop(variable, None)
