@@ -99,9 +99,13 @@ class ServerOptions:
     address: str | None = None
 
     @property
+    def host(self) -> str | None:
+        """The one address the server listens on; ``None``: every interface."""
+        return None if not self.address or self.address in ("0.0.0.0", "::") else self.address
+
+    @property
     def url(self) -> str:
-        host = self.address if self.address and self.address not in ("0.0.0.0", "::") else "localhost"
-        return f"sc://{host}:{self.port}"
+        return f"sc://{self.host or 'localhost'}:{self.port}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -243,23 +247,23 @@ def spark_jars_dir(environ: Mapping[str, str]) -> Path:
     return Path(home) / "jars"
 
 
-def check_port_free(address: str | None, port: int) -> None:
+def check_port_free(options: ServerOptions) -> None:
     """Raise :class:`StartError` when something listens on ``port`` already: found in a millisecond, where Spark
     would start for seconds and then fail with a page of stack trace. Bound as the server binds (every
     interface, or its binding address) and, like it, with SO_REUSEADDR: a port a stopped server left in
     TIME_WAIT is free."""
-    host = "" if not address or address in ("0.0.0.0", "::") else address
+    host, port = options.host, options.port
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as error:
-        raise StartError(f"{ADDRESS_CONF}={address}: cannot bind to it ({error.strerror or error})") from None
+        raise StartError(f"{ADDRESS_CONF}={host}: cannot bind to it ({error.strerror or error})") from None
     family, kind, proto, _, where = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(where)
         except OSError as error:
-            holder = f"{address}:{port}" if host else f"port {port}"
+            holder = f"{host}:{port}" if host else f"port {port}"
             if error.errno == errno.EADDRINUSE:
                 raise StartError(
                     f"{holder} is in use: stop what listens there, or give another port with --port"
@@ -301,7 +305,7 @@ def serve(options: ServerOptions) -> int:
         )
     confs = dict(options.confs)
     package = connect_package(pyspark.__version__, jars_dir, confs)
-    check_port_free(options.address, options.port)
+    check_port_free(options)
     if package is not None:
         confs["spark.jars.packages"] = ",".join(filter(None, [confs.get("spark.jars.packages"), package]))
         _say(f"Spark {pyspark.__version__} has no Spark Connect server jar: adding {package} from Maven Central")
@@ -315,9 +319,9 @@ def serve(options: ServerOptions) -> int:
     stop.install()  # PySpark's context put its own SIGINT handler in: this one goes back before lineage is on
     spark, handle = _start_lineage(sc)
     lineage = f"lineage goes to {', '.join(_destinations())}" if handle.enabled else _off(sc)
-    everywhere = "" if options.address else " (every interface)"
+    everywhere = "" if options.host else " (every interface)"
     _say(f"Spark Connect server listening on {options.url}{everywhere}; {lineage}")
-    ended = _wait(sc, stop)
+    ended = _wait(sc, options, stop)
     if ended is not None:
         _say(ended, err=True)
         return 1
@@ -387,19 +391,26 @@ def _destinations() -> list[str]:
     return destinations()
 
 
-def _wait(sc: SparkContext, stop: StopSignals) -> str | None:
+def _wait(sc: SparkContext, options: ServerOptions, stop: StopSignals) -> str | None:
     """Wait for a stop signal; or the message to exit with, when Spark ends by itself first."""
     process = getattr(getattr(sc, "_gateway", None), "proc", None)
+    refused = 0
     while not stop.requested.wait(WATCH_SECONDS):
         if process is not None and process.poll() is not None:
             return "the Spark driver's JVM ended: the server is gone"
-        try:
-            stopped = bool(sc._jsc.sc().isStopped())
-        except Exception:  # noqa: BLE001 - the JVM going away: the next turn sees its process ended
-            stopped = False
-        if stopped:
-            return "Spark stopped by itself (its log says why): the server is gone"
+        # Asked over TCP, not the JVM: a py4j call racing the JVM's end logs a traceback of py4j's own.
+        refused = 0 if _answers(options) else refused + 1
+        if refused >= 2:
+            return f"nothing listens on port {options.port} any more (Spark stopped; its log says why): exiting"
     return None
+
+
+def _answers(options: ServerOptions) -> bool:
+    try:
+        socket.create_connection((options.host or "localhost", options.port), timeout=WATCH_SECONDS).close()
+    except OSError:
+        return False
+    return True
 
 
 def _stop(spark: SparkSession, handle: LineageHandle, signal_name: str) -> int:
