@@ -415,7 +415,8 @@ def _answers(options: ServerOptions) -> bool:
 
 def _stop(spark: SparkSession, handle: LineageHandle, signal_name: str) -> int:
     within = (handle.config.shutdown_timeout if handle.config is not None else 10.0) + STOP_GRACE_SECONDS
-    _say(f"{signal_name}: stopping (lineage ends first; {within:.0f} s at most)")
+    first = "lineage ends first; " if handle.enabled else ""
+    _say(f"{signal_name}: stopping ({first}{within:.0f} s at most)")
     watchdog = threading.Timer(within, _give_up, args=(within,))
     watchdog.daemon = True
     watchdog.start()
