@@ -102,13 +102,11 @@ class LineageHandle:
             return True
         return self._runtime.flush(timeout)
 
-    def disable(self, timeout: float | None = None, *, ending_first: bool = False) -> None:
+    def disable(self, timeout: float | None = None) -> None:
         """Stop lineage for this session: unregister the listener, deliver what is queued, and complete the
-        application run. ``enable()`` again starts a new application run. ``ending_first``: the process is about
-        to end (a server stopping on a signal), so the terminal events are spooled before the last queries are
-        analysed and sent, and survive a kill that may follow."""
+        application run. ``enable()`` again starts a new application run."""
         if self._runtime is not None:
-            self._runtime.shutdown(RunState.COMPLETE, timeout=timeout, ending_first=ending_first)
+            self._runtime.shutdown(RunState.COMPLETE, timeout=timeout)
 
     def __repr__(self) -> str:
         state = "enabled" if self.enabled else "disabled"

@@ -19,9 +19,9 @@ line once the server listens, with the address clients connect to and where line
 stop begins and one when it is done. Errors are one line on stderr, no traceback: a bad option (exit status 2,
 naming the option and what it takes), a port in use or a Spark that does not start (exit status 1).
 
-**Stopping.** SIGTERM and SIGINT (Ctrl-C) stop it cleanly, with exit status 0: lineage ends first (every open
-run, the application run COMPLETE, their terminal events spooled before the last queries are analysed and
-sent, so that they survive a kill that follows), then Spark stops. All of it within
+**Stopping.** SIGTERM and SIGINT (Ctrl-C) stop it cleanly, with exit status 0, through ``spark.stop()``:
+lineage's shutdown runs first, while the JVM still answers (it ends every open run, the application run
+COMPLETE, and spools and sends their events), then Spark stops. All of it within
 ``spark.openlineage.python.shutdownTimeoutSeconds`` plus :data:`STOP_GRACE_SECONDS`; past that, or at a second
 signal, the process exits at once with a non-zero status.
 
@@ -421,9 +421,7 @@ def _stop(spark: SparkSession, handle: LineageHandle, signal_name: str) -> int:
     watchdog.daemon = True
     watchdog.start()
     try:
-        if handle.enabled:
-            handle.disable(ending_first=True)
-        spark.stop()
+        spark.stop()  # lineage's shutdown first (spark_lineage.session wraps the context's stop), then Spark's
     except Exception as error:  # the JVM may be ending with us (a whole process group signalled)
         log.debug("spark_lineage: stopping Spark", exc_info=True)
         _say(f"Spark did not stop cleanly: {_java_error(error)}", err=True)

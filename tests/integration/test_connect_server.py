@@ -48,9 +48,10 @@ CLIENT = """
 import sys
 from pyspark.sql import SparkSession
 
-url, output = sys.argv[1:3]
+url, people, output = sys.argv[1:4]
 spark = SparkSession.builder.remote(url).getOrCreate()
-spark.range(3).selectExpr("id", "id * 10 AS tens").write.mode("overwrite").parquet(output)
+rows = spark.read.option("header", True).csv(people)
+rows.selectExpr("id", "CAST(id AS INT) * 10 AS tens").write.mode("overwrite").parquet(output)
 print("ROWS", spark.read.parquet(output).count(), flush=True)
 """
 
@@ -149,7 +150,7 @@ class Stopped:
     server: Server
     status: int
     events: list[dict[str, Any]]
-    output: Path
+    written: Written
 
 
 def start_server(directory: Path) -> Server:
@@ -198,17 +199,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         running.process.wait()
 
 
+@dataclass(frozen=True)
+class Written:
+    """What a client read and wrote through the server."""
+
+    people: Path
+    output: Path
+
+
 @pytest.fixture(scope="module")
-def client_output(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What a client wrote through the server: parquet, from a process of its own."""
+def written(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Written:
+    """A client's write through the server, from a process of its own: CSV in, parquet out."""
     python = client_python()
     directory = tmp_path_factory.mktemp("connect_client")
     script = directory / "client.py"
     script.write_text(textwrap.dedent(CLIENT))
+    people = directory / "people"
+    people.mkdir()
+    (people / "part-0.csv").write_text("id,name\n1,ann\n2,bob\n3,cyd\n")
     output = directory / "tens"
     env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     result = subprocess.run(
-        [python, str(script), f"{server.url}/;user_id=analyst", str(output)],
+        [python, str(script), f"{server.url}/;user_id=analyst", str(people), str(output)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -217,14 +229,14 @@ def client_output(server: Server, tmp_path_factory: pytest.TempPathFactory) -> P
     )
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}\nserver:\n{tail(server.log)}"
     assert "ROWS 3" in result.stdout
-    return output
+    return Written(people, output)
 
 
 @pytest.fixture(scope="module")
-def stopped(server: Server, client_output: Path) -> Stopped:
+def stopped(server: Server, written: Written) -> Stopped:
     """The shared server, stopped by SIGTERM after a client wrote through it."""
     status = server.stop(signal.SIGTERM)
-    return Stopped(server, status, server.events(), client_output)
+    return Stopped(server, status, server.events(), written)
 
 
 def expected_lines(server: Server, signal_name: str) -> list[str]:
@@ -268,8 +280,8 @@ def assert_stopped_cleanly(server: Server, status: int, events: list[dict[str, A
     assert "Traceback" not in errors, tail(server.log)
 
 
-def test_a_client_writes_through_the_server(client_output: Path) -> None:
-    assert list(client_output.glob("part-*.parquet")), sorted(path.name for path in client_output.iterdir())
+def test_a_client_writes_through_the_server(written: Written) -> None:
+    assert list(written.output.glob("part-*.parquet")), sorted(path.name for path in written.output.iterdir())
 
 
 def test_sigterm_ends_lineage_then_spark_and_exits_0(stopped: Stopped) -> None:
@@ -279,18 +291,21 @@ def test_sigterm_ends_lineage_then_spark_and_exits_0(stopped: Stopped) -> None:
 @pytest.mark.xfail(strict=True, reason="needs the Connect bus listener")
 def test_the_client_write_is_reported_under_the_server_application(stopped: Stopped) -> None:
     app_run_id = application_run(stopped.events)[0]["run"]["runId"]
+    people, output = str(stopped.written.people), stopped.written.output
     writes = [
         event
         for event in query_events(stopped.events)
-        if event["eventType"] == "COMPLETE" and datasets(event, "outputs") == [("file", str(stopped.output))]
+        if event["eventType"] == "COMPLETE" and datasets(event, "outputs") == [("file", str(output))]
     ]
     assert len(writes) == 1, sorted({event["job"]["name"] for event in query_events(stopped.events)})
     (write,) = writes
-    name = f"{stopped.output.parent.name}_{stopped.output.name}"
+    name = f"{output.parent.name}_{output.name}"
     assert write["job"]["name"] == f"spark_connect_server.execute_insert_into_hadoop_fs_relation_command.{name}"
     assert write["run"]["facets"]["parent"]["root"]["run"]["runId"] == app_run_id
+    assert datasets(write, "inputs") == [("file", people)]
     columns = write["outputs"][0]["facets"]["columnLineage"]["fields"]
-    assert sorted(columns) == ["id", "tens"]
+    sources = {column: [(f["name"], f["field"]) for f in spec["inputFields"]] for column, spec in columns.items()}
+    assert sources == {"id": [(people, "id")], "tens": [(people, "id")]}
 
 
 @pytest.mark.once
