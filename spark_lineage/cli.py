@@ -6,14 +6,28 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 from spark_lineage._version import __version__
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser; with ``one_line_errors``, a bad option is one line on stderr, without the usage."""
+
+    def __init__(self, *args: Any, one_line_errors: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.one_line_errors = one_line_errors
+
+    def error(self, message: str) -> NoReturn:
+        if not self.one_line_errors:
+            super().error(message)
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="spark-lineage", description="OpenLineage lineage for Spark, from Python.")
+    parser = _Parser(prog="spark-lineage", description="OpenLineage lineage for Spark, from Python.")
     parser.add_argument("--version", action="version", version=f"spark-lineage {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     demo = commands.add_parser("demo", help="run a small local pipeline with lineage on and summarize its events")
     demo.add_argument(
         "--dir",
@@ -68,7 +82,25 @@ def main(argv: list[str] | None = None) -> int:
         help="a damaged spool file (one spark-lineage moved aside: spool.sqlite.damaged-<time>): recover what can "
         "still be read into FILE.salvaged, and deliver it",
     )
-    args = parser.parse_args(argv)
+    from spark_lineage.connect.server import add_arguments as connect_server_arguments
+
+    connect_server = commands.add_parser(
+        "connect-server",
+        help="run a Spark Connect server with lineage on, in the foreground (a drop-in for start-connect-server.sh)",
+        description="Run a Spark Connect server in this Python process's Spark driver, with lineage on for the "
+        "queries its clients run, until SIGTERM or Ctrl-C: a drop-in for Spark's sbin/start-connect-server.sh. "
+        "spark.openlineage.* confs say where lineage goes, as for spark-submit.",
+        one_line_errors=True,
+    )
+    connect_server_arguments(connect_server)
+    args, extra = parser.parse_known_args(argv)
+
+    if args.command == "connect-server":
+        from spark_lineage.connect.server import command as connect_server_command
+
+        return connect_server_command(args, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
 
     if args.command == "replay":
         from spark_lineage.delivery.cli import replay_command

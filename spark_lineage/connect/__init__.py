@@ -2,7 +2,9 @@
 
 - :mod:`~spark_lineage.connect.identity`: what a client may set for its own lineage (an allowlist of
   ``spark.openlineage.*`` keys), and the settings a session's runs are built with;
-- :mod:`~spark_lineage.connect.sessions`: a run per Connect session, the parent of its queries' runs.
+- :mod:`~spark_lineage.connect.sessions`: a run per Connect session, the parent of its queries' runs;
+- :mod:`~spark_lineage.connect.server`: ``spark-lineage connect-server``, a Spark Connect server in a Python
+  driver with lineage on (a drop-in for Spark's ``sbin/start-connect-server.sh``).
 
 The queries themselves are heard by :mod:`spark_lineage.jvm.sessions` and analyzed as any other.
 """

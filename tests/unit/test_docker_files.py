@@ -1,4 +1,5 @@
-"""docker/: the Compose file, the Jupyter image and the example notebook, checked without a Docker engine.
+"""docker/: the Compose file, the Jupyter image (which the Connect server runs too) and the example notebook,
+checked without a Docker engine.
 
 Two tools from ``scripts/docker-tools`` (the directory it prints is ``$SPARK_LINEAGE_DOCKER_TOOLS``, by default
 ``.cache/docker-tools/bin``): ``compose-config`` loads the Compose file with compose-go, as ``docker compose
@@ -38,7 +39,7 @@ NOTEBOOK = DOCKER / "notebooks" / "lineage_example.ipynb"
 TOOLS_ENV = "SPARK_LINEAGE_DOCKER_TOOLS"
 REQUIRE_ENV = "SPARK_LINEAGE_REQUIRE_DOCKER_TOOLS"
 
-DB, API, WEB, JUPYTER = "marquez-db", "marquez-api", "marquez-web", "jupyter"
+DB, API, WEB, JUPYTER, CONNECT = "marquez-db", "marquez-api", "marquez-web", "jupyter", "connect-server"
 MARQUEZ_IMAGES = ("marquezproject/marquez", "marquezproject/marquez-web")
 JUPYTER_IMAGE = "quay.io/jupyter/pyspark-notebook"
 NOTEBOOK_WORKDIR = "/home/jovyan/work"
@@ -178,15 +179,18 @@ def cell_source(cell: dict[str, Any]) -> str:
 def test_compose_config_loads_the_compose_file_and_resolves_its_paths() -> None:
     project = load_with_compose_config(COMPOSE_FILE)
     services = project["services"]
-    assert set(services) == {DB, API, WEB, JUPYTER}
-    build = services[JUPYTER]["build"]
-    assert Path(build["context"]) == REPO, "the Jupyter image is built from the repository root"
-    assert (Path(build["context"]) / build["dockerfile"]) == DOCKERFILE
+    assert set(services) == {DB, API, WEB, JUPYTER, CONNECT}
+    for name in (JUPYTER, CONNECT):
+        build = services[name]["build"]
+        assert Path(build["context"]) == REPO, f"the {name} image is built from the repository root"
+        assert (Path(build["context"]) / build["dockerfile"]) == DOCKERFILE
     mounts = {volume["target"]: volume for volume in services[JUPYTER]["volumes"]}
     assert mounts[NOTEBOOK_WORKDIR]["type"] == "bind"
     assert Path(mounts[NOTEBOOK_WORKDIR]["source"]) == NOTEBOOK.parent
     assert services[API]["depends_on"][DB]["condition"] == "service_healthy"
     assert services[JUPYTER]["environment"]["OPENLINEAGE_URL"] == f"http://{API}:5000"
+    assert services[CONNECT]["depends_on"][API]["condition"] == "service_healthy"
+    assert services[CONNECT]["ports"][0]["target"] == 15002
 
 
 @pytest.mark.parametrize(
@@ -228,7 +232,7 @@ def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
 
 
 def test_the_services_and_their_pinned_images(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {DB, API, WEB, JUPYTER}
+    assert set(compose["services"]) == {DB, API, WEB, JUPYTER, CONNECT}
     api_image, web_image = (service(compose, name)["image"] for name in (API, WEB))
     assert [image.split(":")[0] for image in (api_image, web_image)] == list(MARQUEZ_IMAGES)
     api_tag, web_tag = api_image.split(":")[1], web_image.split(":")[1]
@@ -280,6 +284,7 @@ def test_jupyter_sends_lineage_to_the_api_service(compose: dict[str, Any]) -> No
 def test_published_ports(compose: dict[str, Any]) -> None:
     assert published_ports(service(compose, JUPYTER)) == {8888: 8888}
     assert published_ports(service(compose, WEB)) == {3000: 3000}
+    assert published_ports(service(compose, CONNECT)) == {15002: 15002}
     assert published_ports(service(compose, API)) == {int(environment(service(compose, API))["MARQUEZ_PORT"]): 5000}
     assert not published_ports(service(compose, DB))
 
@@ -292,6 +297,55 @@ def test_jupyter_is_built_from_the_repository_and_mounts_the_notebooks(compose: 
     mounts = dict(str(volume).split(":", 1) for volume in jupyter["volumes"])
     sources = {target: (COMPOSE_FILE.parent / source).resolve() for source, target in mounts.items()}
     assert sources == {NOTEBOOK_WORKDIR: NOTEBOOK.parent}
+
+
+# -- the Connect server -------------------------------------------------------------------------------------
+
+
+def connect_server_options(compose: dict[str, Any]) -> Any:
+    """The connect-server service's command, parsed by ``spark-lineage connect-server``'s own options."""
+    import argparse
+
+    from spark_lineage.connect.server import add_arguments, server_options
+
+    program, subcommand, *arguments = service(compose, CONNECT)["command"]
+    assert (program, subcommand) == ("spark-lineage", "connect-server"), "the service runs the command"
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args, extra = parser.parse_known_args(arguments)
+    return server_options(args, extra, {})
+
+
+def test_the_connect_server_sends_lineage_to_the_api_service(compose: dict[str, Any]) -> None:
+    connect, api = service(compose, CONNECT), service(compose, API)
+    options = connect_server_options(compose)
+    url = urlsplit(options.confs["spark.openlineage.transport.url"])
+    assert options.confs["spark.openlineage.transport.type"] == "http"
+    assert (url.scheme, url.hostname, url.port) == ("http", API, int(environment(api)["MARQUEZ_PORT"]))
+    assert options.confs["spark.openlineage.namespace"] != spark_defaults()["spark.openlineage.namespace"], (
+        "the server's lineage has a namespace of its own, apart from the notebooks'"
+    )
+    assert API in depends_on_healthy(connect)
+    assert published_ports(connect) == {options.port: options.port}
+    assert str(options.port) in " ".join(connect["healthcheck"]["test"]), "the health check asks the server's port"
+
+
+def test_the_connect_server_gets_time_to_end_its_runs(compose: dict[str, Any]) -> None:
+    """Docker kills a container 10 s after SIGTERM unless told otherwise: the server's stop may take longer."""
+    from spark_lineage.config.settings import LineageConfig
+    from spark_lineage.connect.server import STOP_GRACE_SECONDS
+
+    grace = re.fullmatch(r"(\d+)s", service(compose, CONNECT)["stop_grace_period"])
+    assert grace, "stop_grace_period in seconds (45s)"
+    assert int(grace.group(1)) > LineageConfig().shutdown_timeout + STOP_GRACE_SECONDS
+
+
+def test_the_connect_server_runs_the_jupyter_image_build(compose: dict[str, Any]) -> None:
+    connect, jupyter = service(compose, CONNECT), service(compose, JUPYTER)
+    assert connect["build"] == jupyter["build"], (
+        "one Dockerfile: PySpark 4.1.1 (which ships Spark Connect) and the package"
+    )
+    assert connect["image"] != jupyter["image"]
 
 
 # -- the Jupyter image ---------------------------------------------------------------------------------------
