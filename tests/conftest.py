@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from spark_lineage.connect.server import connect_package, spark_jars_dir
 from tests.jars import (
     CONNECT_PLUGIN,
     ICEBERG_VERSION,
     SPARK_SHIPS,
     iceberg_runtime,
     postgres_jdbc,
-    ships_spark_connect,
     spark_avro,
     spark_kafka,
     sqlite_jdbc,
@@ -68,14 +68,16 @@ def iceberg_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     """One local Spark session for the whole run: starting a JVM costs seconds. Where Iceberg has a runtime for
-    the PySpark line, it has two Iceberg catalogs: ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite). Where
-    PySpark ships Spark Connect, it is a Connect server too, on the port ``spark.connect.grpc.binding.port``
-    says (tests/integration/test_connect.py runs clients against it)."""
+    the PySpark line, it has two Iceberg catalogs: ``hcat`` (Hadoop) and ``jcat`` (JDBC on sqlite). It is a
+    Spark Connect server too, on the port ``spark.connect.grpc.binding.port`` says
+    (tests/integration/test_connect.py runs clients against it)."""
     pyspark = pytest.importorskip("pyspark")
     pyspark_sql = pytest.importorskip("pyspark.sql")
     iceberg = iceberg_runtime(pyspark.__version__)
     # Avro and Kafka are external Spark modules; Iceberg's runtime and the JDBC drivers come the same way.
     optional = [iceberg, spark_kafka(pyspark.__version__)]
+    # Spark Connect's server: PySpark 4 ships it, 3.5's comes from Maven Central as connect-server adds it.
+    optional.append(connect_package(pyspark.__version__, spark_jars_dir(os.environ), {}))
     packages = [spark_avro(pyspark.__version__), sqlite_jdbc(), postgres_jdbc(), *filter(None, optional)]
     iceberg_confs = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -100,10 +102,9 @@ def spark(warehouse: Path, iceberg_dir: Path) -> Iterator[Any]:
     if iceberg:
         for key, value in iceberg_confs.items():
             builder = builder.config(key, value)
-    if ships_spark_connect(pyspark.__version__):
-        builder = builder.config("spark.plugins", CONNECT_PLUGIN).config(
-            "spark.connect.grpc.binding.port", str(free_port())
-        )
+    builder = builder.config("spark.plugins", CONNECT_PLUGIN).config(
+        "spark.connect.grpc.binding.port", str(free_port())
+    )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import json
 import os
 import shutil
@@ -409,3 +410,34 @@ def dataset(event: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
     matches = [d for d in event[kind] if d["name"] == name]
     assert len(matches) == 1, f"{kind} named {name}: {datasets(event, kind)}"
     return matches[0]
+
+
+CLIENT_ENV = "SPARK_LINEAGE_CONNECT_CLIENT_PYTHON"
+"""An interpreter with a Spark Connect client of the PySpark line under test (where the line's own has none)."""
+REQUIRE_CLIENT_ENV = "SPARK_LINEAGE_REQUIRE_CONNECT_CLIENT"
+
+
+def client_python() -> str:
+    """An interpreter with PySpark's Spark Connect client of the line under test: $SPARK_LINEAGE_CONNECT_CLIENT_PYTHON,
+    else this one where it has the client (4.x), else ``connect-client-<line>`` beside its virtual environment
+    (3.5: scripts/test makes it, as the line's own cannot take the client's NumPy pin)."""
+    named = os.environ.get(CLIENT_ENV)
+    if named:
+        return named
+    grpc = importlib.util.find_spec("grpc")
+    # A namespace package (no origin) is no gRPC: Spark's Connect jar, on sys.path once Spark added it, has a
+    # ``grpc`` directory of Java classes.
+    if grpc is not None and grpc.origin is not None:
+        return sys.executable
+    import pyspark
+    import pytest
+
+    from tests.jars import spark_line
+
+    beside = Path(sys.prefix).parent / f"connect-client-{spark_line(pyspark.__version__)}" / "bin" / "python"
+    if beside.is_file():
+        return str(beside)
+    reason = f"no Spark Connect client for pyspark {pyspark.__version__}: none at {beside}, nor ${CLIENT_ENV}"
+    if os.environ.get(REQUIRE_CLIENT_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_CLIENT_ENV}=1)")
+    pytest.skip(reason)

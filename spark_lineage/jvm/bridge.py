@@ -316,11 +316,17 @@ class JvmBridge:
         own); nothing when the session is gone already."""
         self._alive()
         service = getattr(self._classes("org.apache.spark.sql.connect.service.SparkConnectService$"), "MODULE$")
-        key = self._classes("org.apache.spark.sql.connect.service.SessionKey")(user, session_id)
-        holder = service.sessionManager().getIsolatedSessionIfPresent(key)
-        if not bool(holder.isDefined()):
-            return []
-        return self._iceberg_installer().install(reporter, catalog_names, holder.get().session())
+        try:
+            manager = service.sessionManager()
+        except Exception:  # noqa: BLE001 - Spark 3.5 keeps its sessions in the service itself
+            session = service.getIsolatedSession(user, session_id).session()
+        else:
+            key = self._classes("org.apache.spark.sql.connect.service.SessionKey")(user, session_id)
+            holder = manager.getIsolatedSessionIfPresent(key)
+            if not bool(holder.isDefined()):
+                return []
+            session = holder.get().session()
+        return self._iceberg_installer().install(reporter, catalog_names, session)
 
     def uninstall_iceberg_reporter(self) -> None:
         if self._iceberg is not None:

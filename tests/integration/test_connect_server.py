@@ -13,7 +13,6 @@ a virtual environment of its own beside it, ``connect-client-3.5`` (``scripts/te
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -31,14 +30,12 @@ from typing import Any
 
 import pytest
 
-from tests.jars import spark_line, spark_module
-from tests.support import datasets, free_port, query_events, tail, validate_event
+from tests.jars import spark_module
+from tests.support import client_python, datasets, free_port, query_events, tail, validate_event
 
 pytestmark = pytest.mark.spark
 
 PREFIX = "spark-lineage connect-server: "
-CLIENT_ENV = "SPARK_LINEAGE_CONNECT_CLIENT_PYTHON"
-REQUIRE_CLIENT_ENV = "SPARK_LINEAGE_REQUIRE_CONNECT_CLIENT"
 START_SECONDS = 300
 """A 3.5 server fetches its Connect module from Maven Central at its first start."""
 STOP_BOUND_SECONDS = 40
@@ -54,24 +51,6 @@ rows = spark.read.option("header", True).csv(people)
 rows.selectExpr("id", "CAST(id AS INT) * 10 AS tens").write.mode("overwrite").parquet(output)
 print("ROWS", spark.read.parquet(output).count(), flush=True)
 """
-
-
-def client_python() -> str:
-    """An interpreter with PySpark's Spark Connect client of the line under test (see the module doc)."""
-    named = os.environ.get(CLIENT_ENV)
-    if named:
-        return named
-    if importlib.util.find_spec("grpc") is not None:
-        return sys.executable
-    import pyspark
-
-    beside = Path(sys.prefix).parent / f"connect-client-{spark_line(pyspark.__version__)}" / "bin" / "python"
-    if beside.is_file():
-        return str(beside)
-    reason = f"no Spark Connect client for pyspark {pyspark.__version__}: none at {beside}, nor ${CLIENT_ENV}"
-    if os.environ.get(REQUIRE_CLIENT_ENV) == "1":
-        pytest.fail(f"{reason} ({REQUIRE_CLIENT_ENV}=1)")
-    pytest.skip(reason)
 
 
 def server_command(port: int, *options: str) -> list[str]:
@@ -153,6 +132,23 @@ class Stopped:
     written: Written
 
 
+SESSION_TIMEOUT_SECONDS = 15
+"""How long a Connect session the shared server runs may sit unused (Spark 4; 3.5's is an hour, fixed)."""
+
+
+def expiring_sessions() -> list[str]:
+    import pyspark
+
+    if pyspark.__version__.startswith("3."):
+        return []
+    return [
+        "--conf",
+        f"spark.connect.session.manager.defaultSessionTimeout={SESSION_TIMEOUT_SECONDS}s",
+        "--conf",
+        "spark.connect.session.manager.maintenanceInterval=1s",
+    ]
+
+
 def start_server(directory: Path) -> Server:
     port = free_port()
     events_file = directory / "events.jsonl"
@@ -170,6 +166,7 @@ def start_server(directory: Path) -> Server:
         "spark.ui.enabled=false",
         "--conf",
         "spark.sql.shuffle.partitions=1",
+        *expiring_sessions(),
     )
     with log.open("ab") as errors:
         process = subprocess.Popen(
@@ -207,11 +204,10 @@ class Written:
     output: Path
 
 
-@pytest.fixture(scope="module")
-def written(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Written:
-    """A client's write through the server, from a process of its own: CSV in, parquet out."""
+def run_client(server: Server, directory: Path, user: str) -> Written:
+    """A client's write through the server, from a process of its own: CSV in, parquet out. The client ends
+    without closing its session, which stays open on the server until it expires or the server stops."""
     python = client_python()
-    directory = tmp_path_factory.mktemp("connect_client")
     script = directory / "client.py"
     script.write_text(textwrap.dedent(CLIENT))
     people = directory / "people"
@@ -220,7 +216,7 @@ def written(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Written
     output = directory / "tens"
     env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     result = subprocess.run(
-        [python, str(script), f"{server.url}/;user_id=analyst", str(people), str(output)],
+        [python, str(script), f"{server.url}/;user_id={user}", str(people), str(output)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -230,6 +226,38 @@ def written(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Written
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}\nserver:\n{tail(server.log)}"
     assert "ROWS 3" in result.stdout
     return Written(people, output)
+
+
+def session_run(events: list[dict[str, Any]], user: str) -> list[dict[str, Any]]:
+    """The events of the run of ``user``'s Connect session."""
+    return [
+        event
+        for event in events
+        if event["job"]["facets"]["jobType"]["jobType"] == "APPLICATION"
+        and (event["run"]["facets"].get("spark_connect") or {}).get("userId") == user
+    ]
+
+
+@pytest.fixture(scope="module")
+def expired(server: Server, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]] | None:
+    """On Spark 4, the run of a client's session the server expired (it was left unused); ``None`` on 3.5,
+    whose sessions expire after an hour."""
+    if not expiring_sessions():
+        return None
+    run_client(server, tmp_path_factory.mktemp("expiring_client"), "early")
+    deadline = time.monotonic() + SESSION_TIMEOUT_SECONDS + 30
+    while time.monotonic() < deadline:
+        run = session_run(server.events(), "early")
+        if run and run[-1]["eventType"] != "START":
+            return run
+        time.sleep(0.5)
+    return session_run(server.events(), "early")
+
+
+@pytest.fixture(scope="module")
+def written(server: Server, expired: list[dict[str, Any]] | None, tmp_path_factory: pytest.TempPathFactory) -> Written:
+    """A client's write through the server (after the expired session's, whose client came first)."""
+    return run_client(server, tmp_path_factory.mktemp("connect_client"), "analyst")
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +314,32 @@ def test_a_client_writes_through_the_server(written: Written) -> None:
 
 def test_sigterm_ends_lineage_then_spark_and_exits_0(stopped: Stopped) -> None:
     assert_stopped_cleanly(stopped.server, stopped.status, stopped.events, "SIGTERM")
+
+
+def test_an_unused_session_expires_and_its_run_completes(expired: list[dict[str, Any]] | None) -> None:
+    if expired is None:
+        pytest.skip("Spark 3.5's Connect sessions expire after an hour unused, which no conf changes")
+    assert [event["eventType"] for event in expired] == ["START", "COMPLETE"]
+    assert {event["job"]["name"] for event in expired} == {"spark_connect_server.connect_session"}
+    start, complete = expired
+    assert start["run"]["runId"] == complete["run"]["runId"]
+    # It ended when the server expired it, at least the timeout after the client's last request.
+    assert _epoch(complete["eventTime"]) - _epoch(start["eventTime"]) >= SESSION_TIMEOUT_SECONDS
+
+
+def test_sigterm_aborts_the_run_of_a_session_still_open(stopped: Stopped) -> None:
+    run = session_run(stopped.events, "analyst")
+    assert [event["eventType"] for event in run] == ["START", "ABORT"]
+    app_run_id = application_run(stopped.events)[0]["run"]["runId"]
+    assert run[0]["run"]["facets"]["parent"]["run"]["runId"] == app_run_id
+    # Every run ended before the application's.
+    assert stopped.events[-1]["run"]["runId"] == app_run_id and stopped.events[-1]["eventType"] == "COMPLETE"
+
+
+def _epoch(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text).timestamp()
 
 
 def test_the_client_write_is_reported_under_the_server_application(stopped: Stopped) -> None:
