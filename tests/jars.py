@@ -103,3 +103,9 @@ def delta_spark(pyspark_version: str) -> str | None:
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 """What makes a driver a Spark Connect server (``spark.plugins``)."""
+
+
+def ships_spark_connect(pyspark_version: str) -> bool:
+    """PySpark 4.x ships Spark Connect's server in its jars; 3.5's comes from Maven Central (connect-server and
+    the tests' shared session add it), which the parity suite does not fetch for its two applications."""
+    return not pyspark_version.startswith("3.")

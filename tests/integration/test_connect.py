@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.connect_client import pipeline
+from tests.connect_client import ICEBERG_CATALOG, pipeline, run_client, write_people
 from tests.postgres_server import Postgres
-from tests.support import REPO_ROOT, LineageReceiver, app_events, client_python, only_run, query_events
+from tests.support import LineageReceiver, app_events, client_python, only_run, query_events
 
 pytestmark = pytest.mark.spark
 
@@ -60,7 +58,7 @@ class Clients:
 
 
 def _has_iceberg(spark: Any) -> bool:
-    return bool(spark.conf.get("spark.sql.catalog.hcat", None))
+    return bool(spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG}", None))
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +67,7 @@ def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Post
 
     python = client_python()
     data = tmp_path_factory.mktemp("connect_data")
-    (data / "people.csv").write_text("id,name,city\n1,ann,paris\n2,bob,oslo\n3,cy,paris\n")
+    write_people(str(data))
     out = tmp_path_factory.mktemp("connect_out")
     iceberg = _has_iceberg(spark)
     jdbc = {"url": postgres.jdbc_url} if postgres is not None else None
@@ -109,18 +107,7 @@ def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Post
                 "iceberg": iceberg,
                 "jdbc": jdbc,
             }
-            done = subprocess.run(
-                [python, "-m", "tests.integration.connect_client", json.dumps(args)],
-                cwd=REPO_ROOT,
-                # The client's own PySpark, not the server's (which PySpark put on PYTHONPATH and SPARK_HOME).
-                env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")},
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            assert done.returncode == 0, done.stderr[-3000:]
-            return done.stdout.strip().splitlines()[-1]
+            return run_client(args, python)
 
         with ThreadPoolExecutor(len(ANALYSTS)) as pool:
             sessions = dict(zip((a.user for a in ANALYSTS), pool.map(run, ANALYSTS)))
@@ -134,7 +121,7 @@ def clients(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Post
             for table in ("people", "paris"):
                 spark.sql(f"DROP TABLE IF EXISTS {analyst.user}_{table}")
             if iceberg:
-                spark.sql(f"DROP TABLE IF EXISTS hcat.db.{analyst.user}_ice")
+                spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.db.{analyst.user}_ice")
     assert not receiver.invalid, "events that fail the OpenLineage schemas:\n" + "\n".join(receiver.invalid)
     return Clients(
         list(receiver.events),
@@ -253,7 +240,7 @@ def test_an_iceberg_table_a_client_creates_is_named_as_the_classic_sessions(clie
         (ice,) = [
             run
             for run in _queries_of(clients, session_run).values()
-            if run[-1]["job"]["name"] == f"{app_job}.append_data.hcat_db_{analyst.user}_ice"
+            if run[-1]["job"]["name"] == f"{app_job}.append_data.{ICEBERG_CATALOG}_db_{analyst.user}_ice"
         ]
         (output,) = ice[-1]["outputs"]
         assert output["name"].endswith(f"/hadoop_warehouse/db/{analyst.user}_ice")

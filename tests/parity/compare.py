@@ -21,8 +21,8 @@ import fnmatch
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -221,14 +221,23 @@ def _sources(input_fields: Iterable[dict[str, Any]]) -> Sources:
 
 
 def differences(
-    scenario: str, reference: dict[str, Any], ours: dict[str, Any], facets: tuple[str, ...] = ()
+    scenario: str,
+    reference: dict[str, Any],
+    ours: dict[str, Any],
+    facets: tuple[str, ...] = (),
+    applications: Mapping[str, str] | None = None,
 ) -> list[Difference]:
     """What differs between the two runs of ``scenario``; ``facets``: dataset facets compared as well (aspect
-    ``facets``, detail ``<namespace> <name> <facet>``)."""
+    ``facets``, detail ``<namespace> <name> <facet>``); ``applications``: the application part of our job
+    names (what comes before the first dot) that the reference names another way, as the reference's (see
+    :func:`_as_reference_applications`)."""
     found: list[Difference] = []
     if reference.get("error") or ours.get("error"):
         found.append(Difference(scenario, "*", "error", "", reference.get("error") or "-", ours.get("error") or "-"))
     reference_runs, our_runs = summarize(reference["events"], facets), summarize(ours["events"], facets)
+    if applications:
+        our_runs, renamed = _as_reference_applications(scenario, our_runs, applications)
+        found.extend(renamed)
     for job in sorted(set(reference_runs) | set(our_runs)):
         theirs, mine = reference_runs.get(job, []), our_runs.get(job, [])
         if not mine or not theirs:
@@ -239,6 +248,24 @@ def differences(
         for their_run, my_run in _paired(theirs, mine):
             found.extend(_compare_runs(scenario, job, their_run, my_run))
     return found
+
+
+def _as_reference_applications(
+    scenario: str, runs: dict[str, list[RunSummary]], applications: Mapping[str, str]
+) -> tuple[dict[str, list[RunSummary]], list[Difference]]:
+    """Our runs with each job named ``<ours>.<rest>`` (``ours`` a key of ``applications``) named
+    ``<theirs>.<rest>``, so that the rest of the name, the datasets and the column lineage are compared with
+    the reference's; and a difference (aspect ``jobName``, detail ``application``) per job renamed."""
+    renamed: dict[str, list[RunSummary]] = defaultdict(list)
+    found = []
+    for job, job_runs in runs.items():
+        application, dot, rest = job.partition(".")
+        theirs = applications.get(application)
+        name = job if theirs is None else f"{theirs}{dot}{rest}"
+        if theirs is not None:
+            found.append(Difference(scenario, name, "jobName", "application", theirs, application))
+        renamed[name].extend(replace(run, job=name) for run in job_runs)
+    return renamed, found
 
 
 def _paired(theirs: list[RunSummary], mine: list[RunSummary]) -> list[tuple[RunSummary, RunSummary]]:
@@ -390,6 +417,13 @@ def main() -> None:
     parser.add_argument("ours", nargs="?", type=Path)
     parser.add_argument("--spark", default="3.5")
     parser.add_argument("--facets", default="", help="dataset facets to compare too, comma-separated")
+    parser.add_argument(
+        "--application",
+        action="append",
+        default=[],
+        metavar="OURS=THEIRS",
+        help="the application part of our job names the reference names THEIRS (the Connect suite's clients)",
+    )
     parser.add_argument("--readme", action="store_true", help="print the README's Known differences table")
     args = parser.parse_args()
     allowed = load_allowed()
@@ -404,6 +438,7 @@ def main() -> None:
             reference.get(scenario, {"events": []}),
             ours.get(scenario, {"events": []}),
             tuple(filter(None, args.facets.split(","))),
+            dict(item.split("=", 1) for item in args.application),
         )
         verdict = judge(found, allowed, args.spark)
         for difference in verdict.unexplained:

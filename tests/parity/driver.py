@@ -27,6 +27,7 @@ from tests.jars import (
     spark_kafka,
     sqlite_jdbc,
 )
+from tests.parity.connect_scenarios import CONNECT_SCENARIOS, connect_confs
 from tests.parity.delta_scenarios import DELTA_SCENARIOS, delta_confs
 from tests.parity.hive_scenarios import HIVE_SCENARIOS, hive_confs
 from tests.parity.iceberg_session_scenarios import ICEBERG_SESSION_SCENARIOS, iceberg_session_confs
@@ -41,6 +42,7 @@ SUITES = {
     "hive": HIVE_SCENARIOS,
     "hive_metastore": HIVE_SCENARIOS,
     "iceberg_session": ICEBERG_SESSION_SCENARIOS,
+    "connect": CONNECT_SCENARIOS,
 }
 
 
@@ -76,6 +78,8 @@ def session(
         suite_confs = iceberg_session_confs(workspace)
     if suite.startswith("hive"):  # Hive's application of its own: Hive support, its metastore embedded or not
         packages, suite_confs = [], hive_confs(workspace, metastore)
+    if suite == "connect":  # a Spark Connect server, whose clients write files, tables, Iceberg and PostgreSQL
+        packages, suite_confs = [postgres_jdbc()] + ([iceberg] if iceberg else []), connect_confs(workspace)
     for key, value in suite_confs.items():
         builder = builder.config(key, value)
     if agent == "java":
@@ -113,7 +117,8 @@ def run_scenarios(
     spark = session(agent, workspace, events_file, suite, metastore)
     if ready is not None:
         ready.touch()
-    prepare(spark, workspace)
+    if suite != "connect":  # the Connect suite's clients read a file of their own, not these tables
+        prepare(spark, workspace)
     handle = None
     if agent == "python":
         import spark_lineage
@@ -160,7 +165,8 @@ def main() -> None:
         "--suite",
         choices=tuple(SUITES),
         default="main",
-        help="delta, hive, iceberg_session: those scenarios; hive_metastore: Hive's through a metastore server",
+        help="delta, hive, iceberg_session, connect: those scenarios; hive_metastore: Hive's through a metastore "
+        "server",
     )
     args = parser.parse_args()
     import pyspark

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +107,12 @@ def run_suite(request: Any, tmp_path_factory: Any, suite: str, scenarios: Collec
     )
 
 
-def assert_matches_reference(scenario: str, runs: Runs, facets: tuple[str, ...] = ()) -> None:
+def assert_matches_reference(
+    scenario: str, runs: Runs, facets: tuple[str, ...] = (), applications: Mapping[str, str] | None = None
+) -> None:
     """Our events for ``scenario`` are valid and differ from the reference's only as allowed; ``facets``: the
-    dataset facets compared as well."""
+    dataset facets compared as well; ``applications``: our job names' application parts the reference names
+    otherwise (:func:`tests.parity.compare.differences`)."""
     reference, ours = runs["java"][scenario], runs["python"][scenario]
     assert not reference["error"] and not ours["error"], (reference["error"], ours["error"])
     assert any(e["job"]["facets"]["jobType"]["jobType"] in ("SQL_JOB", "RDD_JOB") for e in reference["events"]), (
@@ -117,20 +120,25 @@ def assert_matches_reference(scenario: str, runs: Runs, facets: tuple[str, ...] 
     )
     for event in ours["events"]:
         validate_event(event)
-    verdict = judge(differences(scenario, reference, ours, facets), load_allowed(), spark_line())
+    verdict = judge(differences(scenario, reference, ours, facets, applications), load_allowed(), spark_line())
     assert not verdict.unexplained, "differences from openlineage-spark not in allowed_differences.toml:\n" + "\n".join(
         str(d) for d in verdict.unexplained
     )
 
 
-def assert_no_stale_allowances(runs: Runs, scenarios: Collection[str], facets: tuple[str, ...] = ()) -> None:
+def assert_no_stale_allowances(
+    runs: Runs,
+    scenarios: Collection[str],
+    facets: tuple[str, ...] = (),
+    applications: Mapping[str, str] | None = None,
+) -> None:
     """An allowed difference about these scenarios that no longer shows is a difference fixed, or a test that
     would not notice one."""
     spark = spark_line()
     ran = [scenario for scenario in scenarios if scenario in runs["java"] and scenario in runs["python"]]
     found: list[Difference] = []
     for scenario in ran:
-        found.extend(differences(scenario, runs["java"][scenario], runs["python"][scenario], facets))
+        found.extend(differences(scenario, runs["java"][scenario], runs["python"][scenario], facets, applications))
     stale = [
         entry
         for entry in load_allowed()

@@ -54,3 +54,19 @@ def test_runs_as_many_on_both_sides_are_compared_in_the_order_they_started() -> 
         ("eventTypes", "sequence", "START COMPLETE", "START RUNNING COMPLETE"),
         ("eventTypes", "sequence", "START RUNNING COMPLETE", "START COMPLETE"),
     ]
+
+
+def test_a_job_under_another_application_is_compared_as_the_references_and_the_name_is_a_difference() -> None:
+    reference = _run("a", "parity.write.out", ("START", "01.000"), ("COMPLETE", "02.000"))
+    ours = _run("b", "ann_revenue.write.out", ("START", "01.000"), ("COMPLETE", "02.000"))
+    ours[-1]["outputs"] = [{"namespace": "kafka://k", "name": "elsewhere"}]
+
+    found = differences("s", {"events": reference}, {"events": ours}, applications={"ann_revenue": "parity"})
+
+    assert [(d.job, d.aspect, d.detail, d.reference, d.ours) for d in found] == [
+        ("parity.write.out", "jobName", "application", "parity", "ann_revenue"),
+        ("parity.write.out", "outputs", "kafka://k elsewhere", "no", "yes"),
+    ]
+    # an application not named stays as it is: its jobs are no job of the reference's
+    unnamed = differences("s", {"events": reference}, {"events": ours}, applications={"bob": "parity"})
+    assert [(d.job, d.aspect) for d in unnamed] == [("ann_revenue.write.out", "job"), ("parity.write.out", "job")]

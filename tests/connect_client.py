@@ -1,0 +1,86 @@
+"""A pipeline an analyst would run, as a Spark Connect client in a process of its own, or on a classic session
+in the tests' own process (the oracle the clients' lineage is held to). Shared by tests/integration/test_connect.py
+and the parity harness's Connect suite (tests/parity/connect_scenarios.py).
+
+Run as ``python -m tests.connect_client '<json>'`` (:func:`run_client` does); the JSON gives ``url`` (the
+server), ``confs`` (set on the remote builder), ``settings`` (set with ``spark.conf.set`` once connected),
+``tag``, and what :func:`pipeline` takes. It prints the client's session id as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ICEBERG_CATALOG = "hcat"
+"""The Iceberg catalog the pipeline writes its Iceberg table to: a server that runs it with ``iceberg`` has one
+of this name."""
+CLIENT_TIMEOUT_SECONDS = 600
+
+
+def pipeline(spark: Any, user: str, data: str, out: str, iceberg: bool, jdbc: dict[str, str] | None) -> None:
+    """Files, a V1 table, CTAS, INSERT, a join, an Iceberg table (with ``iceberg``) and a JDBC table (with
+    ``jdbc``: its ``url``), every name prefixed with ``user``."""
+    people = spark.read.option("header", True).csv(f"{data}/people.csv")
+    people.write.mode("overwrite").parquet(f"{out}/{user}/people")
+    people.write.saveAsTable(f"{user}_people")
+    spark.sql(f"CREATE TABLE {user}_paris USING parquet AS SELECT id, name FROM {user}_people WHERE city = 'paris'")
+    spark.sql(f"INSERT INTO {user}_paris SELECT id, name FROM {user}_people WHERE city = 'oslo'")
+    paris = spark.table(f"{user}_paris").withColumnRenamed("name", "resident")
+    joined = spark.table(f"{user}_people").join(paris, "id").select("id", "city", "resident")
+    joined.write.mode("overwrite").parquet(f"{out}/{user}/joined")
+    if iceberg:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ICEBERG_CATALOG}.db")
+        spark.sql(f"CREATE TABLE {ICEBERG_CATALOG}.db.{user}_ice USING iceberg AS SELECT id, name FROM {user}_people")
+    if jdbc is not None:
+        properties = {"driver": "org.postgresql.Driver"}
+        spark.table(f"{user}_paris").write.jdbc(jdbc["url"], f"public.{user}_paris", "overwrite", properties)
+
+
+def write_people(data: str) -> None:
+    """The CSV file the pipeline reads, in directory ``data``."""
+    (Path(data) / "people.csv").write_text("id,name,city\n1,ann,paris\n2,bob,oslo\n3,cy,paris\n")
+
+
+def run_client(args: dict[str, Any], python: str = sys.executable) -> str:
+    """Run the pipeline as a client in a process of its own, with ``python`` (one with PySpark's Connect client:
+    :func:`tests.support.client_python`), as ``args`` says (see the module's docstring); returns its Connect
+    session id."""
+    done = subprocess.run(
+        [python, "-m", "tests.connect_client", json.dumps(args)],
+        cwd=Path(__file__).resolve().parent.parent,
+        # The client's own PySpark, not the server's (which PySpark put on PYTHONPATH and SPARK_HOME).
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")},
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def main(argv: list[str]) -> None:
+    from pyspark.sql import SparkSession
+
+    args = json.loads(argv[1])
+    builder = SparkSession.builder.remote(args["url"])
+    for key, value in args.get("confs", {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if args.get("tag"):
+        spark.addTag(args["tag"])
+    for key, value in args.get("settings", {}).items():
+        spark.conf.set(key, value)
+    pipeline(spark, args["user"], args["data"], args["out"], args["iceberg"], args.get("jdbc"))
+    session_id = spark.client._session_id
+    spark.stop()
+    print(session_id)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
