@@ -459,7 +459,8 @@ class LineageRuntime:
     def _capture(self, pending: PendingQuery) -> CapturedQuery | None:
         """A finished query as plain data (``None``: not reported), recorded when recording is on. Read without
         its expressions when the worker is far behind."""
-        behind = self.analysis_worker.backlog > self.analysis_worker.capacity * _SHAPE_ONLY_BACKLOG
+        waiting = self.analysis_worker.backlog
+        behind = waiting > self.analysis_worker.capacity * _SHAPE_ONLY_BACKLOG and self._capture_rules.expressions
         try:
             query = self.bridge.capture(pending, self._shape_rules if behind else self._capture_rules)
         except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
@@ -477,6 +478,11 @@ class LineageRuntime:
         finally:
             pending.query_execution = None  # let the JVM free the plan now
         if query is not None:
+            if behind:
+                query.capture_errors.append(
+                    f"column lineage: not read, the analysis was behind ({waiting} items waiting, of "
+                    f"python.queueSize={self.analysis_worker.capacity})"
+                )
             self._record(query)
         return query
 

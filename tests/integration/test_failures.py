@@ -148,3 +148,47 @@ def test_a_query_the_analysis_never_got_to_is_counted_lost_in_the_last_line(
     assert lost is not None, summary
     reported = {e["job"]["name"] for e in query_events(receiver.events)}
     assert int(lost.group(1)) + len([n for n in reported if "crowded" in n]) == 3, (summary, reported)
+
+
+def test_queries_the_analysis_is_behind_on_are_reported_without_column_lineage(spark: Any, data_dir: Path) -> None:
+    receiver = LineageReceiver()
+    try:
+        handle = spark_lineage.enable(
+            spark,
+            transport={"type": "http", "url": receiver.url},
+            python={"queueSize": 40, "delivery": {"concurrency": 1}},
+        )
+        runtime = handle._runtime
+        assert runtime is not None
+        release = threading.Event()
+        runtime.analysis_worker.submit(lambda: release.wait(60))  # the worker is busy: work piles up
+        people = spark.read.option("header", True).csv(str(data_dir / "people.csv"))
+        for index in range(8):
+            people.select("id", "name").write.parquet(str(data_dir / f"busy_{index}"))
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60_000)
+        assert runtime.analysis_worker.backlog > 20, "the writes did not pile up past half the queue"
+        release.set()
+        assert handle.flush(60)
+        handle.disable(timeout=30)
+    finally:
+        receiver.close()
+    completes = {
+        e["job"]["name"].rsplit(".", 1)[-1]: e
+        for e in query_events(receiver.events)
+        if e["eventType"] == "COMPLETE" and "busy_" in e["job"]["name"]
+    }
+    # Every write is reported, with its output; the first ones the worker got to, while more than half the
+    # queue waited, without column lineage, saying why.
+    assert sorted(completes) == [f"data_busy_{index}" for index in range(8)]
+    behind = [name for name, e in completes.items() if "extractionError" in e["run"]["facets"]]
+    assert behind and behind == sorted(behind)[: len(behind)] and "data_busy_0" in behind
+    for name, event in completes.items():
+        (output,) = event["outputs"]
+        assert output["name"] == str(data_dir / name.removeprefix("data_"))
+        lineage = (output.get("facets") or {}).get("columnLineage")
+        if name in behind:
+            (error,) = event["run"]["facets"]["extractionError"]["errors"]
+            assert error["errorMessage"].startswith("column lineage: not read, the analysis was behind (")
+            assert lineage is None
+        else:
+            assert sorted(lineage["fields"]) == ["id", "name"]
