@@ -27,14 +27,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from spark_lineage.activation import StoppedSessionError
-    from spark_lineage.config import ConfigError, LineageConfig, SparkConnectNotSupportedError
+    from spark_lineage.config import ConfigError, LineageConfig
     from spark_lineage.session import LineageHandle
 
 __all__ = [
     "ConfigError",
     "LineageConfig",
     "LineageHandle",
-    "SparkConnectNotSupportedError",
     "StoppedSessionError",
     "__version__",
     "enable",
@@ -45,7 +44,6 @@ __all__ = [
 _LAZY = {
     "ConfigError": "spark_lineage.config",
     "LineageConfig": "spark_lineage.config",
-    "SparkConnectNotSupportedError": "spark_lineage.config",
     "LineageHandle": "spark_lineage.session",
     "StoppedSessionError": "spark_lineage.activation",
 }
@@ -60,9 +58,17 @@ def enable(spark: SparkSession, **overrides: Any) -> LineageHandle:
     or ``OPENLINEAGE_DISABLED=true``, or when openlineage-spark's Java listener is configured too
     (``spark.extraListeners``), it does nothing and returns a disabled handle.
 
+    A Spark Connect session (``pyspark.sql.connect``) whose server PySpark runs in this process
+    (``SparkSession.builder.remote("local[N]")``, or ``spark.api.mode=connect`` with a local master) turns
+    lineage on for that server's session, and its handle is returned; the ``spark.openlineage.*`` confs the
+    client session sets itself (``spark.conf.set``) apply as a classic session's own confs do, but for those
+    that name the Connect session's own run (appName, namespace, parents, tags, owners). A Connect session of
+    a server in another process gets a disabled handle and one warning saying why: lineage for such a server
+    is turned on on the server (``spark-lineage connect-server``, or ``spark.openlineage.*`` confs there).
+
     Raises :class:`ConfigError` for a configuration that cannot work, naming the key and what it accepts, and
-    :class:`SparkConnectNotSupportedError` for a Spark Connect session, and :class:`StoppedSessionError` for a
-    session whose SparkContext is stopped.
+    :class:`StoppedSessionError` for a session that is stopped (a classic session's SparkContext, or a Connect
+    session).
     """
     from spark_lineage.activation import enable_session
 

@@ -4,6 +4,10 @@ Three ways in, one path: :func:`spark_lineage.enable` (the user asks), :func:`se
 just created, seen by the start-up hook in :mod:`spark_lineage._autoload`; the configuration decides, as
 :func:`spark_lineage.config.auto_activation` says), and the notebook switch ``%lineage on|off``
 (:func:`follow_new_sessions`), which overrides the configuration for sessions created afterwards.
+
+A Spark Connect client session has no JVM of its own: lineage goes on for the classic session of its server
+when PySpark runs that server in this process (``remote("local[N]")``, :mod:`spark_lineage.connect.local`),
+and for a server elsewhere ``enable()`` returns a disabled handle and says where to turn lineage on instead.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ import logging
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage import config as config_module
 from spark_lineage import logs
-from spark_lineage.config import ConfigError, SparkConnectNotSupportedError
+from spark_lineage.config import ConfigError
+from spark_lineage.connect import local as connect_local
 from spark_lineage.jvm import JvmBridge
 from spark_lineage.redaction import Redactor, protect_logs, rules_for
 
@@ -42,8 +48,12 @@ class StoppedSessionError(RuntimeError):
 
 def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> LineageHandle:
     """What :func:`spark_lineage.enable` does; see there."""
-    _reject_spark_connect(spark)
-    bridge = JvmBridge(spark)
+    target = _session_to_enable(spark)
+    if target is None:
+        from spark_lineage import session as session_module
+
+        return session_module.LineageHandle(None)
+    bridge = JvmBridge(target.session)
     if bridge.is_stopped():
         raise StoppedSessionError(
             "spark_lineage.enable() was given a SparkSession whose SparkContext is stopped; enable lineage on a "
@@ -51,11 +61,12 @@ def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> LineageHan
         )
     _protect_logs_before_reading_confs(bridge)
     logs.show_on_stderr(None)  # only with $SPARK_LINEAGE_LOG_LEVEL: a program calling enable() owns its logging
-    return _start(bridge, overrides)
+    return _start(bridge, overrides, target.conf(bridge))
 
 
 def session_created(spark: SparkSession) -> None:
-    """A classic SparkSession was just constructed: turn lineage on if the notebook switch or the configuration
+    """A classic SparkSession was just constructed (or the notebook switch hands over the active session, which
+    is a Spark Connect client's in Connect mode): turn lineage on if the notebook switch or the configuration
     says so. Never raises: a configuration that cannot work is logged, naming the key to fix.
 
     PySpark builds new Python wrappers around the same JVM session all the time (``getActiveSession()`` does),
@@ -63,7 +74,13 @@ def session_created(spark: SparkSession) -> None:
     and no import beyond this module's, so a session without lineage configured pays nothing more."""
     if _follow is False:
         return
-    bridge = JvmBridge(spark)
+    try:
+        target = _session_to_enable(spark)
+    except StoppedSessionError:
+        return
+    if target is None:
+        return
+    bridge = JvmBridge(target.session)
     conf = None
     if _follow is None:
         key = bridge.session_key
@@ -73,7 +90,7 @@ def session_created(spark: SparkSession) -> None:
         while len(_decided) > _DECIDED_KEPT:
             _decided.pop(next(iter(_decided)))
         _protect_logs_before_reading_confs(bridge)
-        conf = bridge.session_conf()
+        conf = target.conf(bridge) or bridge.session_conf()
         decision = config_module.auto_activation(conf)
         if not decision.on:
             java_agent = config_module.java_agent_configured(conf)
@@ -83,10 +100,63 @@ def session_created(spark: SparkSession) -> None:
         # (logged once it is on) must still be seen.
         logs.show_on_stderr("INFO")
         log.debug("spark_lineage: on: %s", decision.reason)
+    elif target.client is not None:
+        _protect_logs_before_reading_confs(bridge)
+        conf = target.conf(bridge)
     try:
         _start(bridge, {}, conf)
     except ConfigError as error:
         log.error("spark_lineage: lineage stays off for this session: %s", error)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The classic session lineage goes on for, and the Connect client session it serves, if that is what was
+    given."""
+
+    session: SparkSession
+    client: Any = None
+
+    def conf(self, bridge: JvmBridge) -> dict[str, str] | None:
+        """For a Connect client session: the server session's confs, and over them the ``spark.openlineage.*``
+        confs the client's session sets itself (``spark.conf.set``), as a classic session's own settings go over
+        its SparkConf. ``None`` for a classic session: the caller reads its confs when it needs them."""
+        if self.client is None:
+            return None
+        conf = bridge.session_conf()
+        return {**conf, **connect_local.client_conf(self.client, conf)}
+
+
+def _session_to_enable(spark: Any) -> _Target | None:
+    """A classic session is its own target. A Spark Connect client session's is the classic session of its
+    server when PySpark runs that server in this process (``remote("local[N]")``); for a server elsewhere there
+    is none, and a warning says why and where lineage is turned on instead."""
+    if not connect_local.is_connect_session(spark):
+        if getattr(spark, "_jsparkSession", None) is None:
+            raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")
+        return _Target(spark)
+    if connect_local.is_stopped(spark):
+        raise StoppedSessionError(
+            "spark_lineage.enable() was given a Spark Connect session that is stopped; enable lineage on a "
+            "running session (SparkSession.builder.getOrCreate() makes a new one)"
+        )
+    server = connect_local.server_session(spark)
+    if server is None:
+        log.warning("spark_lineage: %s", remote_server_reason(spark))
+        return None
+    return _Target(server, spark)
+
+
+def remote_server_reason(spark: Any) -> str:
+    """Why a Connect session whose server runs elsewhere gets no lineage from this process, and where lineage
+    is turned on instead."""
+    endpoint = connect_local.client_endpoint(spark)
+    server = f"its server (sc://{endpoint[0]}:{endpoint[1]})" if endpoint else "its server"
+    return (
+        f"lineage is off for this Spark Connect session: {server} runs in another process, and lineage for a "
+        "Connect server is turned on there: start the server with `spark-lineage connect-server`, or give it "
+        "spark.openlineage.* confs in a Python driver where spark_lineage is installed"
+    )
 
 
 def _protect_logs_before_reading_confs(bridge: JvmBridge) -> None:
@@ -168,21 +238,6 @@ def _notebook_overrides(conf: Mapping[str, str]) -> dict[str, Any]:
 
     name = notebook_name()
     return {"appName": name} if name else {}
-
-
-def _reject_spark_connect(spark: Any) -> None:
-    if getattr(spark, "_jsparkSession", None) is not None:
-        return
-    module = type(spark).__module__
-    if "connect" in module:
-        raise SparkConnectNotSupportedError(
-            "spark_lineage cannot attach to a Spark Connect session: the client process has no Spark JVM, "
-            "so there is no query listener to register. Enable lineage where the queries run instead: on the "
-            "Spark Connect server, add openlineage-spark (spark.extraListeners="
-            "io.openlineage.spark.agent.OpenLineageSparkListener), or use a classic SparkSession "
-            "(SparkSession.builder without .remote()) with spark_lineage."
-        )
-    raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")
 
 
 def _warn_about_keys(config: config_module.LineageConfig) -> None:

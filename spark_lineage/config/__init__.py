@@ -45,7 +45,6 @@ from spark_lineage.config.settings import (
     LineageConfig,
     NamespaceResolver,
     ParentJob,
-    SparkConnectNotSupportedError,
     Tag,
 )
 
@@ -62,7 +61,6 @@ __all__ = [
     "LineageConfig",
     "NamespaceResolver",
     "ParentJob",
-    "SparkConnectNotSupportedError",
     "Tag",
     "auto_activation",
     "is_disabled",

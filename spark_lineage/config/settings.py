@@ -18,10 +18,6 @@ class ConfigError(ValueError):
     """A configuration value that cannot work. The message names the key and what it accepts."""
 
 
-class SparkConnectNotSupportedError(ConfigError):
-    """``enable()`` was given a Spark Connect session, which has no JVM in this process to listen to."""
-
-
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset({"spark_unknown", "spark.logicalPlan", "debug"})
 """The facets openlineage-spark leaves out unless ``facets.<name>.disabled=false`` turns them on."""
 

@@ -5,6 +5,8 @@
 - :mod:`~spark_lineage.connect.sessions`: a run per Connect session, the parent of its queries' runs;
 - :mod:`~spark_lineage.connect.server`: ``spark-lineage connect-server``, a Spark Connect server in a Python
   driver with lineage on (a drop-in for Spark's ``sbin/start-connect-server.sh``).
+- :mod:`~spark_lineage.connect.local`: the server PySpark starts inside a client's own process
+  (``remote("local[N]")``), which ``enable()`` and the notebook magics turn lineage on for.
 
 The queries themselves are heard by :mod:`spark_lineage.jvm.sessions` and analyzed as any other.
 """

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -110,29 +107,6 @@ def test_invalid_spark_conf_raises_naming_the_key(spark: Any) -> None:
             spark_lineage.enable(spark)
     finally:
         spark.conf.unset("spark.openlineage.jobName.appendDatasetName")
-
-
-def test_spark_connect_session_gets_a_clear_error(tmp_path: Path) -> None:
-    pyspark = pytest.importorskip("pyspark")
-    if pyspark.__version__.startswith("3."):
-        pytest.skip("pyspark 3.5 has no bundled local Spark Connect server to start a real Connect session")
-    script = tmp_path / "connect.py"
-    script.write_text(
-        textwrap.dedent("""
-        from pyspark.sql import SparkSession
-        import spark_lineage
-        spark = SparkSession.builder.remote("local[1]").getOrCreate()
-        try:
-            spark_lineage.enable(spark)
-        except spark_lineage.SparkConnectNotSupportedError as error:
-            print("REFUSED:", error)
-        finally:
-            spark.stop()
-    """)
-    )
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
-    assert "REFUSED: spark_lineage cannot attach to a Spark Connect session" in result.stdout, result.stderr[-3000:]
-    assert "spark.extraListeners=io.openlineage.spark.agent.OpenLineageSparkListener" in result.stdout
 
 
 def test_flush_delivers_everything_queued(spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path) -> None:
