@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support import child_process, free_port, tail
+from tests.support import child_process, free_port, wait_until
 
 HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 120.0
@@ -79,20 +78,22 @@ def spark_cluster(workdir: Path) -> Iterator[SparkCluster]:
     ]  # fmt: skip
     with ExitStack() as daemons:
         master_process = daemons.enter_context(child_process(master, cluster.master_log, env))
-        _wait_until(lambda: _answers(cluster), master_process, cluster.master_log, "the master's web UI answers")
+        wait_until(
+            lambda: _answers(cluster),
+            master_process,
+            cluster.master_log,
+            "the master's web UI answers",
+            START_TIMEOUT_SECONDS,
+        )
         worker_process = daemons.enter_context(child_process(worker, cluster.worker_log, env))
-        _wait_until(lambda: _alive_workers(cluster) > 0, worker_process, cluster.worker_log, "the worker registers")
+        wait_until(
+            lambda: _alive_workers(cluster) > 0,
+            worker_process,
+            cluster.worker_log,
+            "the worker registers",
+            START_TIMEOUT_SECONDS,
+        )
         yield cluster
-
-
-def _wait_until(ready: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while not ready():
-        if process.poll() is not None:
-            raise RuntimeError(f"a Spark daemon exited before {what}:\n{tail(log)}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"waited {START_TIMEOUT_SECONDS:.0f} s for {what}:\n{tail(log)}")
-        time.sleep(0.2)
 
 
 def _answers(cluster: SparkCluster) -> bool:

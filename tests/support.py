@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import importlib.util
 import json
 import os
@@ -12,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -303,6 +305,62 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+LOCAL_CONNECT_PORT = 15002
+"""Where PySpark's in-process Connect server (``remote("local[N]")``) listens, and its client connects: always
+(but under ``SPARK_TESTING``, which changes Spark itself), so two such servers on one machine cannot run at
+once: the second fails to start its SparkContext."""
+
+
+@contextmanager
+def local_connect_server_turn(wait_seconds: float = 600.0) -> Iterator[None]:
+    """Hold while a process of these tests runs PySpark's in-process Connect server: test runs beside each other
+    (``scripts/test`` runs the tests that run once beside the PySpark lines) take turns for
+    :data:`LOCAL_CONNECT_PORT`. Once the turn is ours, waits for the port to be free (a server that has just
+    ended may still hold it a moment)."""
+    lock_path = Path(tempfile.gettempdir()) / f"spark-lineage-tests-connect-{LOCAL_CONNECT_PORT}.lock"
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while not _port_free(LOCAL_CONNECT_PORT):
+                assert time.monotonic() < deadline, f"port {LOCAL_CONNECT_PORT} stayed in use by another process"
+                time.sleep(0.5)
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_until(
+    ready: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 120.0
+) -> None:
+    """Wait until ``ready()``, while a server ``process`` (logging to ``log``) starts; fails with its log if it
+    ends first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if process.poll() is not None:
+            raise RuntimeError(f"a server exited with {process.returncode} before {what}:\n{tail(log)}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"waited {timeout:.0f} s for {what}:\n{tail(log)}")
+        time.sleep(0.2)
+
+
+def listens(port: int) -> bool:
+    """Whether something accepts connections on loopback ``port``."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
 
 
 @contextmanager
