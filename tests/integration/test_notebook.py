@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import LineageReceiver, app_events, datasets, query_events
+from tests.support import LineageReceiver, app_events, datasets, local_connect_server_turn, query_events
 
 pytestmark = pytest.mark.spark
 
@@ -33,6 +33,7 @@ class Kernel:
         self.client = self.manager.client()
         self.client.start_channels()
         self.client.wait_for_ready(timeout=120)
+        self.closed = False
 
     def run(self, code: str) -> dict[str, Any]:
         """Runs one cell; returns its ``execute_result`` data, printed text and error, failing on an error."""
@@ -55,6 +56,10 @@ class Kernel:
         return result
 
     def close(self) -> None:
+        """Ends the kernel (and whatever runs in its process); closing again does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
 
@@ -130,3 +135,59 @@ def test_magics_switch_lineage_and_show_the_runs(kernel: Kernel, receiver: Linea
             assert f"name: {tmp_path / name}" in svg
     else:  # no Graphviz: Mermaid source, which JupyterLab draws
         assert final["text/vnd.mermaid"].count(" --> ") == 6
+
+
+CONNECT_SESSION = (
+    "from pyspark.sql import SparkSession\n"
+    "spark = SparkSession.builder.remote('local[2]').getOrCreate()\n"
+    "assert type(spark).__module__ == 'pyspark.sql.connect.session'"
+)
+
+
+@pytest.fixture()
+def connect_kernel(kernel: Kernel) -> Iterator[Kernel]:
+    """A kernel whose ``spark`` is a Spark Connect session of a server PySpark runs in the kernel's process."""
+    if __import__("pyspark").__version__.startswith("3."):
+        pytest.skip("PySpark 3.5 ships no spark-connect jar: remote('local') needs it from Maven")
+    with local_connect_server_turn():
+        yield kernel
+        kernel.close()  # the server ends with the kernel: the next turn may start its own
+
+
+@pytest.mark.once
+def test_magics_switch_lineage_on_a_connect_session(connect_kernel: Kernel, receiver: LineageReceiver) -> None:
+    destination = f"events go to http {receiver.url}/api/v1/lineage"
+    loaded = connect_kernel.run("%load_ext spark_lineage")
+    assert loaded["stdout"] == f"spark_lineage: lineage on from the next SparkSession; {destination}\n"
+    connect_kernel.run(CONNECT_SESSION)  # lineage goes on for the server PySpark starts in the kernel
+    shown = connect_kernel.run("%lineage")["data"]
+    connect_kernel.run("%lineage off")
+    connect_kernel.run("%lineage on")  # the active session is the Connect client's: lineage goes on for its server
+    connect_kernel.run("%unload_ext spark_lineage")
+    reloaded = connect_kernel.run("%load_ext spark_lineage")
+    assert reloaded["stdout"] == f"spark_lineage: lineage on; {destination}\n"
+
+    assert shown["text/plain"] == "no lineage runs yet in this session"
+    assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE", "START", "COMPLETE", "START"]
+    assert {e["job"]["name"] for e in app_events(receiver.events)} == {"sales_report"}
+
+
+@pytest.mark.once
+@pytest.mark.xfail(strict=True, reason="needs the Connect bus listener")
+def test_lineage_shows_a_connect_clients_writes(
+    connect_kernel: Kernel, receiver: LineageReceiver, tmp_path: Path
+) -> None:
+    orders = tmp_path / "orders"
+    orders.mkdir()
+    (orders / "part-0.csv").write_text("1,paris\n2,oslo\n")
+    connect_kernel.run("%load_ext spark_lineage")
+    connect_kernel.run(CONNECT_SESSION)
+    connect_kernel.run(write_cell("first", tmp_path))
+    shown = connect_kernel.run("%lineage")["data"]
+
+    job = f"sales_report.{WRITE}.{tmp_path.name}_first"
+    (end,) = [e for e in query_events(receiver.events) if e["eventType"] == "COMPLETE"]
+    assert end["job"]["name"] == job
+    assert datasets(end, "inputs") == [("file", str(orders))]
+    assert datasets(end, "outputs") == [("file", str(tmp_path / "first"))]
+    assert shown["text/plain"] == f"{orders} -> [{job}] -> {tmp_path / 'first'}"
