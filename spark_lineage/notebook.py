@@ -5,6 +5,10 @@
 - ``%lineage [--last N] [--dataset NAME]``: the runs so far, inputs -> run -> outputs, as a graph in a
   notebook (:mod:`spark_lineage.notebook_graph` draws it) and as text in a terminal.
 
+``spark`` may be a Spark Connect session of a server PySpark runs in the kernel (``remote("local[N]")``): the
+switch then applies to that server's session (:mod:`spark_lineage.connect.local`), which reports the client's
+queries.
+
 Where the notebook's file name can be known (Jupyter server's ``JPY_SESSION_NAME``, VS Code's
 ``__vsc_ipynb_file__``), it names the application in job names, so runs of different notebooks stay apart.
 """
@@ -179,6 +183,8 @@ def switch(on: bool) -> None:
 
 
 def _active_spark_session() -> Any:
+    """The active session: in Spark Connect mode PySpark answers with the Connect client's, which
+    :func:`spark_lineage.activation.session_created` takes to its in-process server's."""
     module = sys.modules.get("pyspark.sql.session")
     if module is None:
         return None

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.jars import CONNECT_PLUGIN, ships_spark_connect
 from tests.support import (
     child_process,
     datasets,
@@ -32,8 +33,8 @@ from tests.support import (
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.skipif(
-        __import__("pyspark").__version__.startswith("3."),
-        reason="PySpark 3.5 ships no spark-connect jar: remote('local') and a Connect server need it from Maven",
+        not ships_spark_connect(__import__("pyspark").__version__),
+        reason="PySpark 3.5 ships no Spark Connect server: remote('local') needs the spark-connect jar from Maven",
     ),
 ]
 
@@ -144,14 +145,24 @@ def test_builder_confs_with_api_mode_connect_turn_lineage_on_too(tmp_path: Path)
     )
 
 
-@pytest.mark.xfail(strict=True, reason="needs the Connect bus listener")
-def test_a_client_write_is_reported(client_write: tuple[list[dict[str, Any]], Path, Path]) -> None:
+def test_a_client_write_is_reported_under_its_connect_sessions_run(
+    client_write: tuple[list[dict[str, Any]], Path, Path],
+) -> None:
     events, orders, output = client_write
     _, end = only_run(events, WRITE)
     assert end["eventType"] == "COMPLETE"
     assert end["job"]["name"] == f"connect_orders.{WRITE}.{output.parent.name}_{output.name}"
     assert datasets(end, "inputs") == [("file", str(orders))]
     assert datasets(end, "outputs") == [("file", str(output))]
+    assert_parents(events, end, "connect_orders.connect_session")
+
+
+def assert_parents(events: list[dict[str, Any]], query: dict[str, Any], session_job: str) -> None:
+    """``query``'s parent is its Connect session's run (job ``session_job``), whose parent is the server's
+    application run."""
+    (session_start,) = [e for e in events if e["job"]["name"] == session_job and e["eventType"] == "START"]
+    assert query["run"]["facets"]["parent"]["run"]["runId"] == session_start["run"]["runId"]
+    assert session_start["run"]["facets"]["parent"]["run"]["runId"] == events[0]["run"]["runId"]
 
 
 ENABLE_JOB = """
@@ -167,6 +178,7 @@ spark.conf.set("spark.openlineage.transport.type", "file")
 spark.conf.set("spark.openlineage.transport.location", sys.argv[1])
 spark.conf.set("spark.openlineage.appName", "client_app")  # names the client session's run, not the server's
 handle = spark_lineage.enable(spark)
+spark.range(3).write.parquet(sys.argv[2])
 result = {
     "enabled": handle.enabled,
     "app_run_id": handle.app_run_id,
@@ -180,9 +192,9 @@ print("RESULT " + json.dumps(result))
 
 
 def test_enable_on_a_connect_session_turns_lineage_on_for_its_in_process_server(tmp_path: Path) -> None:
-    events = tmp_path / "events.jsonl"
+    events, output = tmp_path / "events.jsonl", tmp_path / "numbers"
     with local_connect_server_turn():
-        result = run_python(ENABLE_JOB, str(events))
+        result = run_python(ENABLE_JOB, str(events), str(output))
     found = output_of(result)
     assert found == {
         "enabled": True,
@@ -191,10 +203,15 @@ def test_enable_on_a_connect_session_turns_lineage_on_for_its_in_process_server(
         "server_session": True,
         "flushed": True,
     }
-    assert lineage_lines(result) == []
+    assert lineage_lines(result) == []  # the client's transport is the server's own now: nothing refused
     written = read_events(events)
     assert_application_run(written, "connect_enable")
     assert written[0]["run"]["runId"] == found["app_run_id"]
+    # The client's appName names its session's run and its queries
+    _, end = only_run(written, WRITE)
+    assert end["job"]["name"] == f"client_app.{WRITE}.{tmp_path.name}_numbers"
+    assert datasets(end, "outputs") == [("file", str(output))]
+    assert_parents(written, end, "client_app")
 
 
 # A Connect server in a process of its own: a classic session with Spark Connect's plugin, no lineage.
@@ -202,9 +219,9 @@ SERVER = """
 import sys, time
 from pyspark.sql import SparkSession
 
-SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config(
-    "spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin"
-).config("spark.connect.grpc.binding.port", sys.argv[1]).getOrCreate()
+SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config("spark.plugins", sys.argv[2]).config(
+    "spark.connect.grpc.binding.port", sys.argv[1]
+).getOrCreate()
 print("serving", flush=True)
 time.sleep(3600)
 """
@@ -235,7 +252,7 @@ def remote_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """The port of a Spark Connect server running in another process."""
     port = free_port()
     log = tmp_path_factory.mktemp("connect_server") / "server.log"
-    command = [sys.executable, "-c", textwrap.dedent(SERVER), str(port)]
+    command = [sys.executable, "-c", textwrap.dedent(SERVER), str(port), CONNECT_PLUGIN]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "SPARK_CONNECT"))}
     with child_process(command, log, env) as server:
         wait_until(lambda: listens(port), server, log, f"Spark Connect listens on port {port}", timeout=180)

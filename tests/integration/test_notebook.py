@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.jars import ships_spark_connect
 from tests.support import LineageReceiver, app_events, datasets, local_connect_server_turn, query_events
 
 pytestmark = pytest.mark.spark
@@ -147,8 +148,8 @@ CONNECT_SESSION = (
 @pytest.fixture()
 def connect_kernel(kernel: Kernel) -> Iterator[Kernel]:
     """A kernel whose ``spark`` is a Spark Connect session of a server PySpark runs in the kernel's process."""
-    if __import__("pyspark").__version__.startswith("3."):
-        pytest.skip("PySpark 3.5 ships no spark-connect jar: remote('local') needs it from Maven")
+    if not ships_spark_connect(__import__("pyspark").__version__):
+        pytest.skip("PySpark 3.5 ships no Spark Connect server: remote('local') needs the spark-connect jar from Maven")
     with local_connect_server_turn():
         yield kernel
         kernel.close()  # the server ends with the kernel: the next turn may start its own
@@ -173,7 +174,6 @@ def test_magics_switch_lineage_on_a_connect_session(connect_kernel: Kernel, rece
 
 
 @pytest.mark.once
-@pytest.mark.xfail(strict=True, reason="needs the Connect bus listener")
 def test_lineage_shows_a_connect_clients_writes(
     connect_kernel: Kernel, receiver: LineageReceiver, tmp_path: Path
 ) -> None:
