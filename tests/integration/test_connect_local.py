@@ -30,10 +30,11 @@ from tests.support import (
     wait_until,
 )
 
+pyspark = pytest.importorskip("pyspark")
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.skipif(
-        not ships_spark_connect(__import__("pyspark").__version__),
+        not ships_spark_connect(pyspark.__version__),
         reason="PySpark 3.5 ships no Spark Connect server: remote('local') needs the spark-connect jar from Maven",
     ),
 ]

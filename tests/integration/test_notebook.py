@@ -148,7 +148,7 @@ CONNECT_SESSION = (
 @pytest.fixture()
 def connect_kernel(kernel: Kernel) -> Iterator[Kernel]:
     """A kernel whose ``spark`` is a Spark Connect session of a server PySpark runs in the kernel's process."""
-    if not ships_spark_connect(__import__("pyspark").__version__):
+    if not ships_spark_connect(pytest.importorskip("pyspark").__version__):
         pytest.skip("PySpark 3.5 ships no Spark Connect server: remote('local') needs the spark-connect jar from Maven")
     with local_connect_server_turn():
         yield kernel
