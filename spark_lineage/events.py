@@ -69,12 +69,22 @@ class EventBuilder:
     """Builds the events of one lineage-enabled session: one application run, and a run per query."""
 
     def __init__(
-        self, config: LineageConfig, session: SessionInfo, app_run_id: str, environ: Mapping[str, str] = os.environ
+        self,
+        config: LineageConfig,
+        session: SessionInfo,
+        app_run_id: str,
+        environ: Mapping[str, str] = os.environ,
+        *,
+        run_job_name: str | None = None,
     ) -> None:
+        """``run_job_name``: the job of a run that stands in for the application run, as the parent of the runs
+        built here (a Spark Connect session's run); by default the application's, ``app_job_name``."""
         self.config = config
         self.session = session
         self.app_run_id = app_run_id
         self.app_job_name = naming.normalize_job_name(config.app_name or session.app_name) or "unknown"
+        """The application part of every job name built here."""
+        self.run_job_name = run_job_name or self.app_job_name
         self._redactor = Redactor(config.redaction_pattern)
         self._configured_run_facets = _configured_run_facets(config, environ)
         self._configured_job_facets = _configured_job_facets(config)
@@ -89,11 +99,10 @@ class EventBuilder:
         *,
         error: str | None = None,
         stack: str | None = None,
-        job_name: str | None = None,
         run_facets: Mapping[str, Any] | None = None,
     ) -> RunEvent:
-        """The application run's event; ``job_name`` and ``run_facets`` name and describe a run that stands in
-        for it (a Spark Connect session's)."""
+        """The application run's event (or the event of the run that stands in for it: ``run_job_name``), with
+        ``run_facets`` too."""
         facets: dict[str, Any] = {**self._common_run_facets(), **(run_facets or {})}
         if self.config.parent is not None:
             facets["parent"] = self._parent_facet(self.config.parent)
@@ -104,7 +113,7 @@ class EventBuilder:
                 message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
             )
         job_facets = {"jobType": self._job_type("APPLICATION", "NONE")}
-        return self._event(state, epoch_ms, self.app_run_id, job_name or self.app_job_name, facets, job_facets)
+        return self._event(state, epoch_ms, self.app_run_id, self.run_job_name, facets, job_facets)
 
     # --- query runs ----------------------------------------------------------------------------------------
 
@@ -336,7 +345,7 @@ class EventBuilder:
 
     def _child_run_facets(self, lineage: QueryLineage, parent: ParentJob | None) -> dict[str, Any]:
         """The run facets of a run under the application run (directly, or under ``parent``, which is)."""
-        application = ParentJob(self.config.namespace, self.app_job_name, self.app_run_id)
+        application = ParentJob(self.config.namespace, self.run_job_name, self.app_run_id)
         run_facets = self._common_run_facets()
         if parent is None:
             run_facets["parent"] = self._parent_facet(application)

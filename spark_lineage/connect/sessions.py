@@ -42,7 +42,6 @@ class _Session:
     user_agent: str | None = None
     run: EventBuilder | None = None
     """The builder of the session's run, once its START was sent."""
-    job_name: str = ""
     settings: ClientSettings | None = None
     builder: EventBuilder | None = None
     """The builder of its queries' runs, for ``settings``."""
@@ -109,13 +108,9 @@ class ConnectSessions:
         first: list[RunEvent] = []
         if session.run is None:
             session.run = session.builder
-            session.job_name = self._run_job_name(session.builder.config)
             first.append(
                 session.run.application_event(
-                    RunState.START,
-                    session.started_ms,
-                    job_name=session.job_name,
-                    run_facets={SPARK_CONNECT_FACET: self._session_facet(session)},
+                    RunState.START, session.started_ms, run_facets={SPARK_CONNECT_FACET: self._session_facet(session)}
                 )
             )
         facet = SparkConnectRunFacet(
@@ -140,13 +135,18 @@ class ConnectSessions:
 
     def _builder(self, session: _Session, settings: ClientSettings) -> EventBuilder:
         """The builder for the session's queries: its run id is the session run's, once that started."""
-        run_id = session.run.app_run_id if session.run is not None else new_run_id(session.started_ms)
         try:
             config = session_config(self._server.config, settings.taken, self._server_app)
         except ConfigError as error:
             self._say_once(session, f"error:{error}", f"its settings cannot be used, so the server's are: {error}")
             config = session_config(self._server.config, (), self._server_app)
-        return EventBuilder(config, self._server_session, run_id)
+        if session.run is not None:  # the run started: it keeps its id and its name
+            return EventBuilder(
+                config, self._server_session, session.run.app_run_id, run_job_name=session.run.run_job_name
+            )
+        return EventBuilder(
+            config, self._server_session, new_run_id(session.started_ms), run_job_name=self._run_job_name(config)
+        )
 
     def _run_job_name(self, config: LineageConfig) -> str:
         if config.app_name and config.app_name != self._server.config.app_name:
@@ -156,7 +156,7 @@ class ConnectSessions:
     def _end(self, session: _Session, state: RunState, time_ms: int) -> RunEvent:
         assert session.run is not None
         return session.run.application_event(
-            state, time_ms, job_name=session.job_name, run_facets={SPARK_CONNECT_FACET: self._session_facet(session)}
+            state, time_ms, run_facets={SPARK_CONNECT_FACET: self._session_facet(session)}
         )
 
     @staticmethod

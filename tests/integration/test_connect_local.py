@@ -162,7 +162,8 @@ def assert_parents(events: list[dict[str, Any]], query: dict[str, Any], session_
     """``query``'s parent is its Connect session's run (job ``session_job``), whose parent is the server's
     application run."""
     (session_start,) = [e for e in events if e["job"]["name"] == session_job and e["eventType"] == "START"]
-    assert query["run"]["facets"]["parent"]["run"]["runId"] == session_start["run"]["runId"]
+    parent = query["run"]["facets"]["parent"]
+    assert (parent["job"]["name"], parent["run"]["runId"]) == (session_job, session_start["run"]["runId"])
     assert session_start["run"]["facets"]["parent"]["run"]["runId"] == events[0]["run"]["runId"]
 
 

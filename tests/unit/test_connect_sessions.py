@@ -200,8 +200,11 @@ def test_a_session_without_an_app_name_is_named_after_the_server_and_aborted_whe
     assert start["job"]["name"] == "analytics_server.connect_session"
     assert start["run"]["facets"]["parent"]["run"]["runId"] == SERVER_APP.run_id
     query, lineage = _query(2_000)
-    (first, _) = identity.builder.query_events(query, lineage, run_facets=identity.run_facets)
-    assert first.job.name == "analytics_server.command.data_out"
+    first = _json(identity.builder.query_events(query, lineage, run_facets=identity.run_facets)[0])
+    assert first["job"]["name"] == "analytics_server.command.data_out"
+    # Its parent is the session's run, by that run's own job name.
+    assert _job(first["run"]["facets"]["parent"]) == ("shared", "analytics_server.connect_session")
+    assert first["run"]["facets"]["parent"]["run"]["runId"] == start["run"]["runId"]
     (abort,) = [_json(event) for event in sessions.end_all(RunState.ABORT, 5_000)]
     assert (abort["eventType"], abort["run"]["runId"]) == ("ABORT", start["run"]["runId"])
     # A session that reported nothing has no run to end.
