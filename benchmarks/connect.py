@@ -1,7 +1,7 @@
 """A Spark Connect server's clients with lineage on versus off, side by side, and how soon each query's
 COMPLETE event is in the spool.
 
-    python benchmarks/connect.py [--clients 4] [--writes 25] [--warmup 3] [--rounds 5] [--profile]
+    python benchmarks/connect.py [--clients 4] [--writes 25] [--warmup 3] [--rounds 5] [--threads] [--profile]
 
 Each measurement is a fresh server process: a PySpark driver that is a Spark Connect server
 (``spark.plugins=org.apache.spark.sql.connect.SparkConnectPlugin``, ``local[2]``), with lineage enabled on its
@@ -21,15 +21,19 @@ HTTP to a loopback backend. Beside the wall time, per server process:
 - the drain: how long after the last write lineage took to have every event delivered;
 - from each measured query's end (its COMPLETE's ``eventTime``: Spark's ``SQLExecutionEnd`` time) to the moment
   its COMPLETE was stored in the spool (``Spool.put`` returned), p50 and p95, and how many of them carry column
-  lineage (a worker far behind reports queries without it).
+  lineage (a worker far behind reports queries without it: past ``python.columnLineage.budgetMillis``).
 
-``--profile`` runs one more server process with lineage on and cProfile on the analysis thread, and prints
-where that thread's time goes per query, by stage.
+``--threads`` also shows which of the JVM's threads lineage keeps busy: CPU per query of each thread name (from
+``/proc/<pid>/task``; threads that ended within the measurement are missed). ``--profile`` runs one more server
+process with lineage on and cProfile on the analysis thread, and prints where that thread's time goes per
+query, by stage. ``--clients 2 --writes 3 --rounds 1`` is a quick run (about a minute) that shows the benchmark
+works; nothing runs it in CI, as no benchmark is run there.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import datetime as dt
 import io
@@ -37,6 +41,7 @@ import json
 import os
 import pstats
 import queue
+import re
 import resource
 import socket
 import statistics
@@ -103,6 +108,20 @@ def _jvm_cpu(pid: int) -> float:
     """CPU seconds (user and system) the JVM has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _jvm_thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds the JVM's live threads have used so far, by thread name with its numbers made ``#`` (so that
+    a pool's threads add up): which of the JVM's threads lineage keeps busy."""
+    totals: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            text = (task / "stat").read_text()
+            name = re.sub(r"\d+", "#", text[text.index("(") + 1 : text.rindex(")")])
+            fields = text.rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            totals[name] = totals.get(name, 0.0) + cpu
+    return totals
 
 
 def _python_cpu() -> float:
@@ -284,6 +303,7 @@ def run_server(mode: str, url: str, workdir: Path, args: argparse.Namespace, pro
     profiled_items = analysis_profile.items
     analysis_profile.profile = cProfile.Profile()
     python_started, jvm_started, threads_started = _python_cpu(), _jvm_cpu(jvm_pid), _lineage_thread_cpu()
+    jvm_threads_started = _jvm_thread_cpu(jvm_pid)
     go = time.time()
     for process in processes:
         assert process.stdin is not None
@@ -299,6 +319,7 @@ def run_server(mode: str, url: str, workdir: Path, args: argparse.Namespace, pro
     settled = time.time()
     python_cpu, jvm_cpu = _python_cpu() - python_started, _jvm_cpu(jvm_pid) - jvm_started
     threads = {kind: cpu - threads_started.get(kind, 0.0) for kind, cpu in _lineage_thread_cpu().items()}
+    jvm_threads = {name: cpu - jvm_threads_started.get(name, 0.0) for name, cpu in _jvm_thread_cpu(jvm_pid).items()}
     completes = clock.measured_completes()
     if handle is not None:
         handle.disable()
@@ -309,6 +330,7 @@ def run_server(mode: str, url: str, workdir: Path, args: argparse.Namespace, pro
         "drained": drained,
         "python_cpu": python_cpu,
         "jvm_cpu": jvm_cpu,
+        "jvm_threads_cpu": jvm_threads,
         "lineage_threads_cpu": threads,
         "latencies": [latency for latency, _ in completes],
         "with_columns": sum(1 for _, columns in completes if columns),
@@ -322,6 +344,8 @@ def run_server(mode: str, url: str, workdir: Path, args: argparse.Namespace, pro
 # --- the profile of the analysis thread -------------------------------------------------------------------------
 
 STAGES = (
+    ("/session.py", "_rdd_job", "jobs outside SQL executions read (job listener)"),
+    ("/session.py", "_report_query", "queries of other sessions, in all:"),
     ("jvm/sessions.py", "read_session_event", "the end event read (the listener's text, its QueryExecution)"),
     ("/session.py", "_capture", "capture: the plan read over py4j"),
     ("/session.py", "_lineage", "analysis: datasets and column lineage"),
@@ -329,7 +353,8 @@ STAGES = (
     ("/events.py", "query_events", "events built"),
     ("delivery/__init__.py", "submit", "events spooled (Delivery.submit)"),
 )
-"""The analysis thread's stages: the file and function cProfile names, and what they do."""
+"""The analysis thread's work: the file and function cProfile names, and what they do (after the line "in
+all:", the stages of a query)."""
 
 
 def _profile_text(analysis_profile: AnalysisProfile, items: int, queries: int) -> str:
@@ -338,14 +363,15 @@ def _profile_text(analysis_profile: AnalysisProfile, items: int, queries: int) -
     total = sum(entry[3] for key, entry in entries.items() if key[2] == "_analyze" and key[0].endswith("/session.py"))
     lines = [
         f"analysis thread under cProfile: {items} work items, {queries} measured queries, "
-        f"{total:.2f} s in the worker's items ({total / max(queries, 1) * 1000:.1f} ms per query)",
-        "  stage                                                 cumulative   per query   calls",
+        f"{total:.2f} s in the worker's items ({total / max(queries, 1) * 1000:.1f} ms per query); wall times of a "
+        "thread at nice 10, slowed by the profiler",
+        "  work" + " " * 58 + "cumulative   per query   calls",
     ]
     for file, function, label in STAGES:
         found = [(key, entry) for key, entry in entries.items() if key[2] == function and key[0].endswith(file)]
         cumulative = sum(entry[3] for _, entry in found)
         calls = sum(entry[1] for _, entry in found)
-        lines.append(f"  {label:<52} {cumulative:8.2f} s {cumulative / max(queries, 1) * 1000:8.1f} ms {calls:7d}")
+        lines.append(f"  {label:<62} {cumulative:8.2f} s {cumulative / max(queries, 1) * 1000:8.1f} ms {calls:7d}")
     text = io.StringIO()
     pstats.Stats(analysis_profile.profile, stream=text).sort_stats("cumulative").print_stats(40)
     return "\n".join(lines) + "\n\nthe 40 functions of most cumulative time:\n" + text.getvalue()
@@ -401,6 +427,20 @@ def _report_cpu(details: dict[str, list[dict[str, Any]]], queries: int) -> None:
         )
 
 
+def _report_jvm_threads(details: dict[str, list[dict[str, Any]]], queries: int, most: int = 12) -> None:
+    """The JVM's threads whose CPU lineage changes most (medians per side, per query)."""
+    names = {name for results in details.values() for r in results for name in r["jvm_threads_cpu"]}
+
+    def median(mode: str, name: str) -> float:
+        return statistics.median(r["jvm_threads_cpu"].get(name, 0.0) for r in details[mode]) / queries * 1000
+
+    rows = sorted(((median("on", name), median("off", name), name) for name in names), key=lambda r: r[1] - r[0])
+    print(f"\nthe JVM's threads, CPU per query (medians; the {most} that lineage changes most):")
+    print(f"  {'thread':<44} {'on':>9} {'off':>9} {'on - off':>10}")
+    for on, off, name in rows[:most]:
+        print(f"  {name:<44} {on:6.1f} ms {off:6.1f} ms {on - off:7.1f} ms")
+
+
 def _report_latency(details: dict[str, list[dict[str, Any]]], expected: int) -> None:
     on = details["on"]
     latencies = [latency for r in on for latency in r["latencies"]]
@@ -425,6 +465,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="writes per client before those")
     parser.add_argument("--rounds", type=int, default=5, help="server processes per side")
     parser.add_argument("--profile", action="store_true", help="then profile the analysis thread in one more run")
+    parser.add_argument("--threads", action="store_true", help="also show the CPU of the JVM's threads, by name")
     child_arguments(parser, ("on", "off", "profile"))
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
@@ -462,6 +503,8 @@ def main() -> None:
     )
     report(times, queries, "query", target=TARGET_RATIO)
     _report_cpu(details, queries)
+    if args.threads:
+        _report_jvm_threads(details, queries)
     _report_latency(details, queries * args.rounds)
     print(f"events received by the loopback backend: {received}")
     if args.profile:
