@@ -42,22 +42,30 @@ def child_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]) -> 
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
 
 
-def run_as_child(args: argparse.Namespace, job: Callable[[str, str, Path], float]) -> bool:
+def run_as_child(args: argparse.Namespace, job: Callable[[str, str, Path], float | dict[str, Any]]) -> bool:
     """In a child process (``--child``): run ``job(side, backend_url, workdir)`` and print its seconds the way
-    :func:`alternate` reads them. Returns whether this process is a child."""
+    :func:`alternate` reads them (or, when it returns a dict, that dict: its ``seconds`` and whatever else the
+    benchmark reports). Returns whether this process is a child."""
     if not args.child:
         return False
-    print(json.dumps({"seconds": job(args.child, args.url, Path(args.workdir))}))
+    result = job(args.child, args.url, Path(args.workdir))
+    print(json.dumps(result if isinstance(result, dict) else {"seconds": result}))
     return True
 
 
 def alternate(
-    rounds: int, child_args: Callable[[str, str, str], list[str]], modes: tuple[str, ...] = ("on", "off")
+    rounds: int,
+    child_args: Callable[[str, str, str], list[str]],
+    modes: tuple[str, ...] = ("on", "off"),
+    details: dict[str, list[dict[str, Any]]] | None = None,
+    describe: Callable[[dict[str, Any]], str] | None = None,
 ) -> tuple[dict[str, list[float]], int]:
     """Run ``rounds`` processes per side (``modes``: lineage on, off, and maybe others), in an order that
     turns each round (on, off; off, on; ...) so that drift hits every side alike. ``child_args(mode,
     backend_url, workdir)`` gives a child's command line after the interpreter; the child prints
-    ``{"seconds": ...}`` as its last line. Returns the times per side and the events received."""
+    ``{"seconds": ...}`` as its last line. Returns the times per side and the events received. With
+    ``details``, each child's whole last line is kept there by side; ``describe(last line)`` ends its round's
+    line."""
     server = start_backend()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     times: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -70,12 +78,18 @@ def alternate(
                         [sys.executable, *child_args(mode, url, workdir)],
                         capture_output=True,
                         text=True,
-                        check=True,
+                        check=False,
                         env={**os.environ, "PYTHONUNBUFFERED": "1"},
                     )
-                seconds = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
+                if result.returncode:
+                    sys.exit(f"the lineage {mode} process failed ({result.returncode}):\n{result.stderr[-4000:]}")
+                last = json.loads(result.stdout.strip().splitlines()[-1])
+                seconds = last["seconds"]
                 times[mode].append(seconds)
-                print(f"round {round_index + 1} lineage {mode:>3}: {seconds:7.3f} s", flush=True)
+                if details is not None:
+                    details.setdefault(mode, []).append(last)
+                tail = describe(last) if describe is not None else ""
+                print(f"round {round_index + 1} lineage {mode:>3}: {seconds:7.3f} s{tail}", flush=True)
     finally:
         server.shutdown()
     return times, _Sink.received
