@@ -420,9 +420,10 @@ class RddJobReader:
         if not str(stage.getClass().getName()).endswith(".ResultStage"):
             return None
         function = stage.func()
+        function_class = function.getClass()
         fields = self._classes("org.apache.commons.lang3.reflect.FieldUtils")
         for index in range(1, _CAPTURED_ARGUMENTS + 1):
-            value = _captured(fields, function, index)
+            value = _captured(fields, function, function_class, index)
             if value is None or not str(value.getClass().getName()).endswith(_WRITE_CONFIGS):
                 continue
             path = fields.readField(value, "conf", True).value().get(_OUTPUT_DIR)
@@ -484,9 +485,12 @@ def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:
     return int(fields[1]), SparkJobDetails(int(fields[0]), description, group, call_site)
 
 
-def _captured(fields: Any, function: Any, index: int) -> Any:
-    """The ``index``-th value a Java lambda captured (``arg$<index>``), or ``None``."""
+def _captured(fields: Any, function: Any, function_class: Any, index: int) -> Any:
+    """The ``index``-th value a Java lambda captured (``arg$<index>``), or ``None``. The field is looked up
+    first: reading one that is not there throws, and PySpark's conversion of each exception costs a dozen round
+    trips (a closure that captured fewer values is the usual case)."""
     try:
-        return fields.readField(function, f"arg${index}", True)
-    except Exception:  # noqa: BLE001 - fewer captured values, or not a lambda
+        field = fields.getField(function_class, f"arg${index}", True)
+        return None if field is None else fields.readField(field, function, True)
+    except Exception:  # noqa: BLE001 - not a lambda
         return None
