@@ -253,8 +253,10 @@ class JvmBridge:
     def read_session_event(
         self, pending: PendingSessionEvent
     ) -> PendingQuery | ConnectSessionStarted | ConnectSessionEnded | ConnectClient | None:
-        """What a queued session event says; a query as a :class:`PendingQuery` of its own session."""
-        self._alive()
+        """What a queued session event says; a query as a :class:`PendingQuery` of its own session (read from
+        the JVM: the other events are text alone, read even once the JVM has ended)."""
+        if pending.event is not None:
+            self._alive()
         return read_session_event(pending)
 
     def query_session_conf(self) -> dict[str, str]:
