@@ -442,7 +442,8 @@ class LineageRuntime:
         if isinstance(item, PendingQuery):
             self._report_query(item)
         elif isinstance(item, ConnectSessionStarted):
-            self.connect.started(item)
+            for event in self.connect.started(item):
+                self._deliver(event)
             if self._iceberg_catalogs and self.iceberg_reporter.active:
                 try:
                     self.bridge.install_iceberg_reporter_in_connect_session(
@@ -451,7 +452,8 @@ class LineageRuntime:
                 except Exception as exc:  # noqa: BLE001 - the session's lineage without Iceberg metrics
                     self.errors.report("adding the Iceberg metrics reporter to a Connect session", exc)
         elif isinstance(item, ConnectClient):
-            self.connect.client(item)
+            for event in self.connect.client(item):
+                self._deliver(event)
         elif isinstance(item, ConnectSessionEnded):
             for event in self.connect.ended(item):
                 self._deliver(event)

@@ -29,7 +29,7 @@ from spark_lineage.plan import ConnectClient, ConnectSessionEnded, ConnectSessio
 log = logging.getLogger("spark_lineage")
 
 SESSIONS_KEPT = 10_000
-"""Open sessions kept at most; beyond, the oldest is forgotten (its run, if started, is never ended)."""
+"""Open sessions kept at most; beyond, the oldest is forgotten, its run (if started) ended ABORT."""
 SESSION_JOB_SUFFIX = "connect_session"
 """A session's run is named after the client's ``appName``; without one, ``<server app>.connect_session``."""
 
@@ -65,6 +65,8 @@ class ConnectSessions:
         self._server = server
         self._server_session = server_session
         self._sessions: dict[str, _Session] = {}
+        self._evicted: list[RunEvent] = []
+        """The ends of the runs of sessions forgotten to make room, not yet handed out."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -74,11 +76,14 @@ class ConnectSessions:
     def _server_app(self) -> ParentJob:
         return ParentJob(self._server.config.namespace, self._server.app_job_name, self._server.app_run_id)
 
-    def started(self, event: ConnectSessionStarted) -> None:
+    def started(self, event: ConnectSessionStarted) -> list[RunEvent]:
+        """The ABORT of the run of a session forgotten to make room, if any."""
         self._session(event.session_id, event.user, event.time_ms)
+        return self._take_evicted()
 
-    def client(self, event: ConnectClient) -> None:
+    def client(self, event: ConnectClient) -> list[RunEvent]:
         self._session(event.session_id, event.user, event.time_ms).user_agent = event.user_agent
+        return self._take_evicted()
 
     def ended(self, event: ConnectSessionEnded) -> list[RunEvent]:
         """The session's run's COMPLETE, if it started; the session is forgotten."""
@@ -92,7 +97,8 @@ class ConnectSessions:
         """The terminal event of every session run still open (the server is stopping)."""
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), {}
-        return [self._end(session, state, time_ms) for session in sessions if session.run is not None]
+        ends = [self._end(session, state, time_ms) for session in sessions if session.run is not None]
+        return [*self._take_evicted(), *ends]
 
     def for_query(
         self, origin: QueryOrigin, query_start_ms: int, session_conf: Callable[[], Mapping[str, str]]
@@ -105,7 +111,7 @@ class ConnectSessions:
         if session.builder is None or settings.taken != (session.settings.taken if session.settings else ()):
             session.settings = settings
             session.builder = self._builder(session, settings)
-        first: list[RunEvent] = []
+        first: list[RunEvent] = self._take_evicted()
         if session.run is None:
             session.run = session.builder
             first.append(
@@ -124,13 +130,20 @@ class ConnectSessions:
 
     # --- pieces ------------------------------------------------------------------------------------------------
 
+    def _take_evicted(self) -> list[RunEvent]:
+        with self._lock:
+            evicted, self._evicted = self._evicted, []
+        return evicted
+
     def _session(self, session_id: str, user: str, time_ms: int) -> _Session:
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None:
                 session = self._sessions[session_id] = _Session(session_id, user, time_ms)
                 while len(self._sessions) > SESSIONS_KEPT:
-                    self._sessions.pop(next(iter(self._sessions)))
+                    evicted = self._sessions.pop(next(iter(self._sessions)))
+                    if evicted.run is not None:
+                        self._evicted.append(self._end(evicted, RunState.ABORT, time_ms))
             return session
 
     def _builder(self, session: _Session, settings: ClientSettings) -> EventBuilder:

@@ -233,5 +233,12 @@ def test_sessions_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     server, info = _server()
     sessions = ConnectSessions(server, info)
     for index in range(10):
-        sessions.started(ConnectSessionStarted(f"s{index}", "u", index))
+        assert sessions.started(ConnectSessionStarted(f"s{index}", "u", index)) == []  # no run started yet
     assert len(sessions) == 3
+    # A session whose run started and is then forgotten to make room has that run ended, not left open.
+    origin = QueryOrigin(SERVER_UUID, "s9", "u", OPERATION)
+    (start,) = sessions.for_query(origin, 20, lambda: SERVER_CONF).first
+    for index in range(10, 13):
+        evicted = sessions.started(ConnectSessionStarted(f"s{index}", "u", 30 + index))
+    (abort,) = [_json(event) for event in evicted]
+    assert (abort["eventType"], abort["run"]["runId"]) == ("ABORT", str(start.run.runId))
