@@ -21,7 +21,7 @@ import fnmatch
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -292,6 +292,13 @@ def _describe(runs: list[RunSummary]) -> str:
     return "; ".join(f"reads {sorted(r.inputs)} writes {sorted(r.outputs)}" for r in runs)
 
 
+def _sequence_detail(theirs: Sequence[str], mine: Sequence[str]) -> str:
+    """``START missing`` when the reference's events are ours less the first START, else ``sequence``."""
+    if list(mine[:1]) == ["START"] and list(theirs) == list(mine[1:]):
+        return "START missing"
+    return "sequence"
+
+
 def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary) -> list[Difference]:
     found = []
     for aspect in ("inputs", "outputs"):
@@ -310,7 +317,12 @@ def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary)
     if theirs.event_types != mine.event_types:
         found.append(
             Difference(
-                scenario, job, "eventTypes", "sequence", " ".join(theirs.event_types), " ".join(mine.event_types)
+                scenario,
+                job,
+                "eventTypes",
+                _sequence_detail(theirs.event_types, mine.event_types),
+                " ".join(theirs.event_types),
+                " ".join(mine.event_types),
             )
         )
     if theirs.job_details != mine.job_details:

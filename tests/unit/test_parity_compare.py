@@ -70,3 +70,14 @@ def test_a_job_under_another_application_is_compared_as_the_references_and_the_n
     # an application not named stays as it is: its jobs are no job of the reference's
     unnamed = differences("s", {"events": reference}, {"events": ours}, applications={"bob": "parity"})
     assert [(d.job, d.aspect) for d in unnamed] == [("ann_revenue.write.out", "job"), ("parity.write.out", "job")]
+
+
+def test_a_run_the_reference_sent_without_its_start_is_named_so_and_no_other_sequence_is() -> None:
+    ours = _run("a", "job", ("START", "01.000"), ("RUNNING", "01.500"), ("COMPLETE", "02.000"))
+    alone = _run("b", "job", ("RUNNING", "01.500"), ("COMPLETE", "02.000"))
+    other = _run("c", "job", ("START", "01.000"), ("COMPLETE", "02.000"))
+
+    assert _found(alone, ours) == [("eventTypes", "START missing", "RUNNING COMPLETE", "START RUNNING COMPLETE")]
+    assert _found(other, ours) == [("eventTypes", "sequence", "START COMPLETE", "START RUNNING COMPLETE")]
+    # ours without a START is never excused as the reference's lag
+    assert _found(ours, alone) == [("eventTypes", "sequence", "START RUNNING COMPLETE", "RUNNING COMPLETE")]
