@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spark_lineage import naming
+from spark_lineage import costs, naming
 from spark_lineage.columns import attach_column_lineage
 from spark_lineage.config import ColumnLineageConfig
+from spark_lineage.costs import Stage
 from spark_lineage.handlers import handler_for
 from spark_lineage.handlers.registry import plan_inputs, probed
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, QueryLineage
@@ -140,7 +141,8 @@ def analyze(query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageCo
     result.inputs = _dedupe(inputs)
     result.errors.extend(_probe_errors(tree))
     if columns is not None and result.outputs:
-        attach_column_lineage(tree, written, result.outputs, ctx, columns)
+        with costs.stage(Stage.COLUMN_LINEAGE):
+            attach_column_lineage(tree, written, result.outputs, ctx, columns)
     return result
 
 

@@ -30,9 +30,10 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.uuid import generate_new_uuid
 
-from spark_lineage import naming
+from spark_lineage import costs, naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
+from spark_lineage.costs import Stage
 from spark_lineage.facets import (
     LOGICAL_PLAN_FACET,
     PRODUCER,
@@ -224,12 +225,13 @@ class EventBuilder:
             )
 
         events = [event(RunState.START, start_ms, start_facets, None)]
-        for moment in moments:
-            if moment.details is None:  # the first job's end: what the outputs got so far is known
-                events.append(event(RunState.RUNNING, moment.time_ms, run_facets, metrics))
-            else:
-                facets = {**start_facets, "spark_jobDetails": job_details_facet(moment.details)}
-                events.append(event(RunState.RUNNING, moment.time_ms, facets, None))
+        with costs.stage(Stage.RUNNING_EVENTS):
+            for moment in moments:
+                if moment.details is None:  # the first job's end: what the outputs got so far is known
+                    events.append(event(RunState.RUNNING, moment.time_ms, run_facets, metrics))
+                else:
+                    facets = {**start_facets, "spark_jobDetails": job_details_facet(moment.details)}
+                    events.append(event(RunState.RUNNING, moment.time_ms, facets, None))
         if error is None:
             events.append(event(RunState.COMPLETE, end_ms, run_facets, metrics))
         else:

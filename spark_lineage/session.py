@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunEvent, RunState
 
-from spark_lineage import analysis, endings, handlers, naming
+from spark_lineage import analysis, costs, endings, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.connect.sessions import ConnectSessions
+from spark_lineage.costs import Stage
 from spark_lineage.delivery import Delivery, open_spool, undelivered
 from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
@@ -400,35 +401,45 @@ class LineageRuntime:
             pending()
             return
         if isinstance(pending, PendingReport):
-            self._keep_iceberg_report(pending)
+            with costs.stage(Stage.ICEBERG):
+                self._keep_iceberg_report(pending)
             return
         if isinstance(pending, PendingJob):
-            self._rdd_job(pending)
+            with costs.stage(Stage.RDD_JOBS):
+                self._rdd_job(pending)
             return
         if isinstance(pending, PendingSqlJob):
-            self.query_jobs.record(self.bridge.read_sql_job(pending))
+            with costs.stage(Stage.JOB_LISTENER):
+                self.query_jobs.record(self.bridge.read_sql_job(pending))
             return
         if isinstance(pending, PendingSessionEvent):
-            self._session_event(pending)
+            with costs.stage(Stage.SESSIONS):
+                self._session_event(pending)
             return
         self._report_query(pending)
 
     def _report_query(self, pending: PendingQuery) -> None:
-        query = self._capture(pending)
+        with costs.stage(Stage.CAPTURE):
+            query = self._capture(pending)
         if query is None:
             return
-        jobs = self._job_log().take(query.query_id)
-        query.jobs = jobs if self._reports_query_jobs else ()
-        lineage = self._lineage(query, self.context)
+        with costs.stage(Stage.ANALYSIS):
+            jobs = self._job_log().take(query.query_id)
+            query.jobs = jobs if self._reports_query_jobs else ()
+            lineage = self._lineage(query, self.context)
         allowed = query.tree is not None and query.tree.simple_name in self.config.allowed_spark_nodes
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage) and not allowed:
             return
         origin = pending.origin
-        if origin is None or origin.connect_session is None:
-            events = self.events.query_events(query, lineage)
-        else:
-            identity = self.connect.for_query(origin, query.start_ms, self.bridge.query_session_conf)
-            events = [*identity.first, *identity.builder.query_events(query, lineage, run_facets=identity.run_facets)]
+        with costs.stage(Stage.EVENTS):
+            if origin is None or origin.connect_session is None:
+                events = self.events.query_events(query, lineage)
+            else:
+                identity = self.connect.for_query(origin, query.start_ms, self.bridge.query_session_conf)
+                events = [
+                    *identity.first,
+                    *identity.builder.query_events(query, lineage, run_facets=identity.run_facets),
+                ]
         for event in events:
             self._deliver(event)
 
@@ -492,7 +503,8 @@ class LineageRuntime:
         if self.bridge.gone:
             self._not_read()
             return
-        self.streams.handle(pending)
+        with costs.stage(Stage.STREAMS):
+            self.streams.handle(pending)
 
     def _dropped(self, item: object, why: str) -> None:
         """A query or job the workers never got to: counted lost in the line that ends the process's lineage

@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spark_lineage import costs
+from spark_lineage.costs import Stage
 from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
@@ -106,11 +108,15 @@ class Delivery:
         if not self.enabled:
             return
         try:
-            prepared = prepare(self.client, event)
+            with costs.stage(Stage.ENRICHMENT):
+                prepared = prepare(self.client, event)
             if prepared is None:
                 return
             payload = to_payload(prepared, self.redactor, self.producer)
-            stored = self.spool.put(self.destination, payload.run_id, payload.job, payload.application, payload.json)
+            with costs.stage(Stage.SPOOL_WRITE):
+                stored = self.spool.put(
+                    self.destination, payload.run_id, payload.job, payload.application, payload.json
+                )
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
             self._errors.report("spooling an event", error)
             job = getattr(event, "job", None)

@@ -25,6 +25,8 @@ from openlineage.client.event_v2 import (
 )
 from openlineage.client.serde import Serde
 
+from spark_lineage import costs
+from spark_lineage.costs import Stage
 from spark_lineage.facets import PRODUCER
 from spark_lineage.redaction import Redactor
 
@@ -53,11 +55,13 @@ def to_payload(event: Event, redactor: Redactor | None = None, producer: str | N
     and facets are built with the default, in many places (the plan handlers, ``iceberg_facets``), and
     handing the setting to each would thread it through every builder for one string. Facets that another
     producer made (openlineage-python's own) keep their producer."""
-    text = Serde.to_json(event)
-    if producer is not None and producer != PRODUCER:
-        text = json.dumps(_with_producer(json.loads(text), producer), sort_keys=True)
-    if redactor is not None and redactor.needs_redaction(text):
-        text = json.dumps(redactor.document(json.loads(text)), sort_keys=True)
+    with costs.stage(Stage.JSON):
+        text = Serde.to_json(event)
+        if producer is not None and producer != PRODUCER:
+            text = json.dumps(_with_producer(json.loads(text), producer), sort_keys=True)
+    with costs.stage(Stage.REDACTION):
+        if redactor is not None and redactor.needs_redaction(text):
+            text = json.dumps(redactor.document(json.loads(text)), sort_keys=True)
     job = getattr(event, "job", None)
     run = getattr(event, "run", None)
     facet = (job.facets or {}).get("jobType") if job is not None else None

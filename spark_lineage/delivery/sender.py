@@ -33,7 +33,8 @@ from typing import Any
 
 from openlineage.client.transport.http import HttpTransport
 
-from spark_lineage import logs
+from spark_lineage import costs, logs
+from spark_lineage.costs import Stage
 from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import InFlight, Spool, SpooledEvent, lease_owner
@@ -270,7 +271,8 @@ class Sender:
     def _lease_and_send(self, lane: Lane, epoch: int) -> bool:
         """Lease a batch and send it; False when there was nothing to lease."""
         one_run = len(self._lanes) > 1  # a run per batch: other runs are left to the other lanes
-        batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=one_run)
+        with costs.stage(Stage.LEASE):
+            batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=one_run)
         if not batch:
             return False
         with self._lock:
@@ -291,7 +293,7 @@ class Sender:
                 send_seconds = 2 * lane.transport.timeout + 1
             lane.in_flight = InFlight(item.id, time.time() + send_seconds)
             try:
-                with logs.sending(self._errors, self.destination):
+                with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
                     lane.transport.emit(from_payload(item.payload))
             except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
                 lane.in_flight = None
@@ -304,7 +306,8 @@ class Sender:
                 self._failed(error, epoch)
                 break
             # Forgotten before it stops counting as in flight: a close() in between must not hand it back.
-            self.spool.acknowledge(item.id)
+            with costs.stage(Stage.ACKNOWLEDGE):
+                self.spool.acknowledge(item.id)
             lane.in_flight = None
             self._succeeded(epoch)
 

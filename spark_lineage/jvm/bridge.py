@@ -16,6 +16,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from spark_lineage import costs
+from spark_lineage.costs import Stage
 from spark_lineage.jvm import watch
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
 from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, PendingSqlJob, RddJobReader, read_sql_job
@@ -63,14 +65,16 @@ class QueryListener(JavaCallback):
     def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:
         self.calls += 1
         try:
-            self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), duration_ns=int(durationNs)))
+            with costs.stage(Stage.LISTENER):
+                self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), duration_ns=int(durationNs)))
         except BaseException:
             log.debug("spark_lineage listener could not queue a query", exc_info=True)
 
     def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:
         self.calls += 1
         try:
-            self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), exception=exception))
+            with costs.stage(Stage.LISTENER):
+                self._sink(PendingQuery(funcName, qe, int(time.time() * 1000), exception=exception))
         except BaseException:
             log.debug("spark_lineage listener could not queue a failed query", exc_info=True)
 

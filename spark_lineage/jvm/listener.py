@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from spark_lineage import costs
+from spark_lineage.costs import Stage
 from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.values import JvmClasses, message, safe
@@ -88,11 +90,12 @@ class JobSink:
     def accept(self, event: Any, extra: Any) -> None:
         self.calls += 1
         try:
-            # A JavaObject compares through a JVM call: the type says what was passed.
-            if isinstance(extra, str) and extra == _SQL:
-                self._submit(PendingSqlJob(event))
-            else:
-                self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
+            with costs.stage(Stage.JOB_LISTENER):
+                # A JavaObject compares through a JVM call: the type says what was passed.
+                if isinstance(extra, str) and extra == _SQL:
+                    self._submit(PendingSqlJob(event))
+                else:
+                    self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
         except BaseException:
             log.debug("spark_lineage could not queue a job event", exc_info=True)
 

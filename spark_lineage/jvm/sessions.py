@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from spark_lineage import costs
+from spark_lineage.costs import Stage
 from spark_lineage.jvm.listener import BusListener, ListenerProxyBuilder
 from spark_lineage.jvm.spark import PendingQuery
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses
@@ -80,7 +82,8 @@ class SessionSink:
     def accept(self, text: Any, event: Any) -> None:
         self.calls += 1
         try:
-            self._submit(PendingSessionEvent(str(text), event))
+            with costs.stage(Stage.LISTENER):
+                self._submit(PendingSessionEvent(str(text), event))
         except BaseException:
             log.debug("spark_lineage could not queue a session event", exc_info=True)
 

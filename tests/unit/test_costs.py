@@ -1,0 +1,65 @@
+"""Stage accounting: each stage is charged the CPU time its thread spent inside it, nested stages apart."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from spark_lineage import costs
+from spark_lineage.costs import Stage
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_nested_stage_is_charged_to_itself_and_not_to_the_stage_around_it() -> None:
+    before = costs.snapshot()
+    with costs.stage(Stage.SPOOL_WRITE):
+        _burn(0.02)
+        with costs.stage(Stage.JSON):
+            _burn(0.05)
+        _burn(0.02)
+    spent = costs.since(before)
+
+    assert spent[Stage.JSON].calls == 1 and spent[Stage.SPOOL_WRITE].calls == 1
+    assert 0.05e9 <= spent[Stage.JSON].cpu_ns < 0.07e9
+    assert 0.04e9 <= spent[Stage.SPOOL_WRITE].cpu_ns < 0.06e9
+    assert costs.current() is None
+
+
+def test_each_thread_keeps_its_own_stages() -> None:
+    before = costs.snapshot()
+    seen: list[Stage | None] = []
+
+    def other() -> None:
+        seen.append(costs.current())
+        with costs.stage(Stage.SEND):
+            _burn(0.01)
+
+    with costs.stage(Stage.CAPTURE):
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    spent = costs.since(before)
+
+    assert seen == [None]
+    assert spent[Stage.SEND].calls == 1 and spent[Stage.SEND].cpu_ns >= 0.01e9
+    # the other thread's CPU is not the capture's
+    assert spent[Stage.CAPTURE].cpu_ns < 0.01e9
+
+
+def test_round_trips_are_charged_to_the_stage_that_made_them_and_only_inside_one() -> None:
+    before = costs.snapshot()
+    costs.count_round_trip()  # outside any stage: not ours
+    with costs.stage(Stage.CAPTURE):
+        costs.count_round_trip()
+        with costs.stage(Stage.ANALYSIS):
+            costs.count_round_trip()
+    spent = costs.since(before)
+
+    assert spent[Stage.CAPTURE].round_trips == 1
+    assert spent[Stage.ANALYSIS].round_trips == 1
+    assert sum(cost.round_trips for cost in spent.values()) == 2
