@@ -23,10 +23,10 @@ from openlineage.client.event_v2 import (
     RunState,
     StaticDataset,
 )
-from openlineage.client.serde import Serde
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage
+from spark_lineage.delivery.encoding import EventEncoder
 from spark_lineage.facets import PRODUCER
 from spark_lineage.redaction import Redactor
 
@@ -46,7 +46,9 @@ class Payload:
     """An application run's event (``jobType`` APPLICATION): kept when a full spool drops query events."""
 
 
-def to_payload(event: Event, redactor: Redactor | None = None, producer: str | None = None) -> Payload:
+def to_payload(
+    event: Event, redactor: Redactor | None = None, producer: str | None = None, encoder: EventEncoder | None = None
+) -> Payload:
     """``event`` as the spool stores it; with ``redactor``, without any secret (see
     :mod:`spark_lineage.redaction`: the spool on disk never holds one either); with ``producer`` (the
     ``python.producer`` setting), naming it wherever it names :data:`~spark_lineage.facets.PRODUCER`.
@@ -54,9 +56,12 @@ def to_payload(event: Event, redactor: Redactor | None = None, producer: str | N
     The producer is put in here, on the JSON, because every event of both engines passes here once: the events
     and facets are built with the default, in many places (the plan handlers, ``iceberg_facets``), and
     handing the setting to each would thread it through every builder for one string. Facets that another
-    producer made (openlineage-python's own) keep their producer."""
+    producer made (openlineage-python's own) keep their producer.
+
+    ``encoder``: the one the events built with this one are encoded with, so that the parts they share are
+    converted once (see :mod:`~spark_lineage.delivery.encoding`)."""
     with costs.stage(Stage.JSON):
-        text = Serde.to_json(event)
+        text = (encoder or EventEncoder()).encode(event)
         if producer is not None and producer != PRODUCER:
             text = json.dumps(_with_producer(json.loads(text), producer), sort_keys=True)
     with costs.stage(Stage.REDACTION):
