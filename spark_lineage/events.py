@@ -7,6 +7,7 @@ import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
 from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -55,6 +56,14 @@ from spark_lineage.lineage import (
 from spark_lineage.naming.rewrites import DatasetRewrites
 from spark_lineage.plan import CapturedQuery, QueryJob, RddJobEnd, RddJobStart, SessionInfo, SparkJobDetails
 from spark_lineage.redaction import Redactor
+
+
+@lru_cache(maxsize=16)
+def _job_type_facet(job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
+    """A ``jobType`` facet, made once per kind of job (facets are checked as they are made)."""
+    return job_type_job.JobTypeJobFacet(
+        processingType=processing, integration="SPARK", jobType=job_type, producer=PRODUCER
+    )
 
 
 def iso_time(epoch_ms: int) -> str:
@@ -210,18 +219,17 @@ class EventBuilder:
         if start_details is not None:
             start_facets["spark_jobDetails"] = job_details_facet(start_details)
         inputs = [self._input(d) for d in lineage.inputs]
+        # The run's events share their datasets (those with the same statistics), so each is built, and
+        # encoded when spooled (delivery.encoding), once.
+        outputs: dict[int, list[OutputDataset]] = {}
 
-        def event(state: RunState, epoch_ms: int, facets: dict[str, Any], outputs: dict[str, int] | None) -> RunEvent:
-            """``outputs``: the metrics the outputs' statistics come from, ``None`` for none."""
+        def event(state: RunState, epoch_ms: int, facets: dict[str, Any], written: dict[str, int] | None) -> RunEvent:
+            """``written``: the metrics the outputs' statistics come from, ``None`` for none."""
+            key = id(written)
+            if key not in outputs:
+                outputs[key] = [self._output(d, written) for d in lineage.outputs]
             return self._event(
-                state,
-                epoch_ms,
-                run_id,
-                job_name,
-                facets,
-                job_facets,
-                inputs=inputs,
-                outputs=[self._output(d, outputs) for d in lineage.outputs],
+                state, epoch_ms, run_id, job_name, facets, job_facets, inputs=inputs, outputs=list(outputs[key])
             )
 
         events = [event(RunState.START, start_ms, start_facets, None)]
@@ -308,6 +316,11 @@ class EventBuilder:
         return only_enabled(facets, self.config.facet_enabled)
 
     def _common_run_facets(self) -> dict[str, Any]:
+        """The run facets every run gets (a new dict of facets made once: they depend on the session alone)."""
+        return dict(self._session_run_facets)
+
+    @cached_property
+    def _session_run_facets(self) -> dict[str, Any]:
         conf = self.session.conf
         # Spark's rule for confs (a secret key or a secret-looking value); the rest of the event is redacted
         # when it is spooled.
@@ -325,6 +338,10 @@ class EventBuilder:
         }
 
     def _application_details(self) -> SparkApplicationDetailsRunFacet:
+        return self._session_application_details
+
+    @cached_property
+    def _session_application_details(self) -> SparkApplicationDetailsRunFacet:
         s = self.session
         return SparkApplicationDetailsRunFacet(
             master=s.master,
@@ -338,9 +355,7 @@ class EventBuilder:
         )
 
     def _job_type(self, job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
-        return job_type_job.JobTypeJobFacet(
-            processingType=processing, integration="SPARK", jobType=job_type, producer=PRODUCER
-        )
+        return _job_type_facet(job_type, processing)
 
     def _parent_facet(self, parent: ParentJob) -> parent_run.ParentRunFacet:
         return parent_facet(parent, self.config.root_parent or self.config.parent or parent)
