@@ -1,0 +1,287 @@
+"""What lineage costs per query in CPU, stage by stage, against a budget: the driver's Python process, the JVM,
+and JVM round trips.
+
+    python benchmarks/cpu_per_query.py [--queries 40] [--rounds 3] [--deep 8]
+
+1. The job: ``--queries`` queries that each read two parquet inputs, join them, take the ``distinct()`` rows
+   and write parquet, then ``spark.stop()``, after a warm-up of 5. Fresh processes, lineage off and on in
+   turn, ``--rounds`` of each; with lineage on, every event is spooled on disk and sent over HTTP to a backend
+   on loopback. Measured over the queries and ``spark.stop()`` (the shutdown flush included):
+
+   - the driver's Python CPU per query, from ``resource.getrusage`` (both sides: the difference is lineage's);
+   - that CPU by stage (:mod:`spark_lineage.costs`: each stage's thread CPU time, nested stages apart), with
+     the calls and the JVM round trips (:mod:`spark_lineage.jvm.round_trips`) of each stage;
+   - the JVM's CPU per query, from ``/proc``, both sides, and lineage's share of it by JVM thread: the
+     listener bus (our listeners' filters, and their calls into Python), the threads that answer our Python
+     threads' calls (py4j), and what no Java thread shows (GC, JIT compilers).
+
+2. Capture and analysis at about 600 plan nodes: ``--deep`` queries of a deep plan (chains of ``sample`` and
+   projections, ``benchmarks/per_query.py``'s query), one at a time, in one process: the median CPU per query
+   of the capture, analysis and column lineage stages, and the capture's round trips.
+
+Each figure is printed with its budget (issue 23): Python CPU per query <= 5 ms at about 20 plan nodes with
+column lineage, RUNNING events and the spool on; capture and analysis <= 5 ms at 20 nodes and <= 100 ms at
+600; at most 5 JVM round trips per query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _sidebyside import alternate, child_arguments, run_as_child
+from _spark import local_session
+from per_query import build_query, deep_plan_session
+
+from spark_lineage import costs
+from spark_lineage.costs import Stage
+from spark_lineage.jvm import round_trips
+
+PYTHON_MS_BUDGET = 5.0
+CAPTURE_ANALYSIS_MS_BUDGET = {20: 5.0, 600: 100.0}
+ROUND_TRIPS_BUDGET = 5
+ANALYSIS_STAGES = (Stage.CAPTURE, Stage.ANALYSIS, Stage.COLUMN_LINEAGE)
+JAVA_GROUPS = (
+    ("listener bus", ("spark-listener-group-",)),
+    ("Spark's tasks", ("Executor task launch worker", "Executor task idle worker")),
+)
+ANSWERING = "py4j, answering the analysis thread"
+
+
+def _jvm_threads(spark: Any) -> tuple[int, dict[int, tuple[str, int]]]:
+    """The JVM process's CPU nanoseconds, and each live Java thread's name and CPU nanoseconds."""
+    jvm = spark.sparkContext._jvm
+    pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    process_ns = ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    bean = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+    threads = {}
+    for info in bean.dumpAllThreads(False, False):
+        thread_id = int(info.getThreadId())
+        threads[thread_id] = (str(info.getThreadName()), max(int(bean.getThreadCpuTime(thread_id)), 0))
+    return process_ns, threads
+
+
+def _vm_times(spark: Any) -> dict[str, int]:
+    """Milliseconds the JVM has spent collecting garbage (wall time of its collectors) and compiling (JIT)."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    beans = management.getGarbageCollectorMXBeans()
+    gc_ms = sum(max(int(beans.get(index).getCollectionTime()), 0) for index in range(beans.size()))
+    return {"GC": gc_ms, "JIT compiling": int(management.getCompilationMXBean().getTotalCompilationTime())}
+
+
+def _by_group(
+    before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], answering: int | None
+) -> dict[str, int]:
+    """CPU spent per group of Java threads; ``answering``: the thread that answers the analysis thread's calls
+    (py4j pins a JVM thread to each Python thread)."""
+    groups = {name: 0 for name, _ in JAVA_GROUPS} | {ANSWERING: 0, "other Java threads": 0}
+    for thread_id, (name, cpu) in after.items():
+        spent = cpu - before.get(thread_id, (name, 0))[1]
+        if thread_id == answering:
+            group = ANSWERING
+        else:
+            group = next((g for g, prefixes in JAVA_GROUPS if name.startswith(prefixes)), "other Java threads")
+        groups[group] += spent
+    return groups
+
+
+def _answering_thread(spark: Any, handle: Any) -> int | None:
+    """The id of the JVM thread that answers the analysis thread: asked from that thread (the runtime's
+    analysis worker runs what is callable in its queue)."""
+    if handle is None:
+        return None
+    found: list[int] = []
+    thread = spark.sparkContext._jvm.java.lang.Thread
+    handle._runtime.analysis_worker.submit(lambda: found.append(int(thread.currentThread().getId())))
+    handle.flush(60)
+    return found[0] if found else None
+
+
+def _write_inputs(spark: Any, workdir: Path) -> list[str]:
+    paths = []
+    for index in range(2):
+        path = workdir / f"input_{index}"
+        spark.range(2000).selectExpr("id % 50 AS k", f"id % {7 + index} AS v{index}").write.parquet(str(path))
+        paths.append(str(path))
+    return paths
+
+
+def run_job(mode: str, queries: int, url: str, workdir: Path) -> dict[str, Any]:
+    """The measured job, in this process."""
+    spark = local_session("CPU per query", **{"spark.sql.shuffle.partitions": "2"})
+    inputs = _write_inputs(spark, workdir)
+    handle = None
+    if mode == "on":
+        import spark_lineage
+
+        handle = spark_lineage.enable(
+            spark, transport={"type": "http", "url": url}, python={"spool": {"dir": str(workdir / "spool")}}
+        )
+
+    def query(index: int) -> None:
+        left, right = spark.read.parquet(inputs[0]), spark.read.parquet(inputs[1])
+        left.join(right, "k").distinct().write.mode("overwrite").parquet(str(workdir / f"out_{index}"))
+
+    for index in range(5):  # warm-up: JIT, class loading, first-query costs
+        query(index)
+    answering = _answering_thread(spark, handle)
+    plan = spark.read.parquet(inputs[0]).join(spark.read.parquet(inputs[1]), "k").distinct()
+    plan_nodes = len(str(plan._jdf.queryExecution().optimizedPlan().treeString()).splitlines())
+    with round_trips.counting():
+        stages = costs.snapshot()
+        jvm_before, threads_before = _jvm_threads(spark)
+        vm_before = _vm_times(spark)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.perf_counter()
+        for index in range(queries):
+            query(index)
+        # Spark's threads end with the context: their CPU is read before it stops.
+        _, threads_after = _jvm_threads(spark)
+        vm_after = _vm_times(spark)
+        spark.stop()
+        seconds = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        spent = costs.since(stages)
+    jvm_after, _ = _jvm_threads(spark)
+    groups = _by_group(threads_before, threads_after, answering)
+    groups["no Java thread (GC, JIT), and stop()"] = (jvm_after - jvm_before) - sum(groups.values())
+    return {
+        "seconds": seconds,
+        "python_cpu_s": (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime),
+        "jvm_cpu_ns": jvm_after - jvm_before,
+        "jvm_groups_ns": groups,
+        "vm_ms": {key: vm_after[key] - vm_before[key] for key in vm_after},
+        "plan_nodes": plan_nodes,
+        "stages": {s.name: [c.cpu_ns, c.calls, c.round_trips] for s, c in spent.items()},
+    }
+
+
+def deep_queries(count: int) -> tuple[float, list[float], list[int]]:
+    """Capture, analysis and column lineage CPU per query, and the capture's round trips, at about 600 nodes."""
+    import spark_lineage
+
+    workdir = Path(tempfile.mkdtemp(prefix="spark-lineage-bench-"))
+    spark, inputs = deep_plan_session("CPU per query, deep plans", workdir)
+    handle = spark_lineage.enable(spark, transport={"type": "noop"})
+    frame = build_query(spark, inputs, 296)
+    nodes = len(str(frame._jdf.queryExecution().optimizedPlan().treeString()).splitlines())
+    cpu_ms, trips = [], []
+    with round_trips.counting():
+        for index in range(3 + count):
+            before = costs.snapshot()
+            frame.write.mode("overwrite").parquet(str(workdir / f"out_{index}"))
+            handle.flush(300)  # one query at a time: its capture does not compete with the next query
+            spent = costs.since(before)
+            if index >= 3:  # after a warm-up
+                cpu_ms.append(sum(spent[s].cpu_ns for s in ANALYSIS_STAGES) / 1e6)
+                trips.append(spent[Stage.CAPTURE].round_trips)
+    handle.disable()
+    spark.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return nodes, cpu_ms, trips
+
+
+def _verdict(value: float, budget: float) -> str:
+    return f"(budget <= {budget:g}: {'within' if value <= budget else 'OVER'})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3, help="processes per side")
+    parser.add_argument("--deep", type=int, default=8, help="deep-plan queries measured (0: skip section 2)")
+    child_arguments(parser, ("on", "off"))
+    args = parser.parse_args()
+    if run_as_child(args, lambda mode, url, workdir: run_job(mode, args.queries, url, workdir)):
+        return
+
+    details: dict[str, list[dict[str, Any]]] = {}
+    alternate(
+        args.rounds,
+        lambda mode, url, workdir: [
+            __file__,
+            *("--child", mode, "--queries", str(args.queries), "--url", url, "--workdir", workdir),
+        ],
+        details=details,
+        describe=lambda last: f", Python CPU {last['python_cpu_s']:.2f} s, JVM CPU {last['jvm_cpu_ns'] / 1e9:.2f} s",
+    )
+    n = args.queries
+    on, off = details["on"], details["off"]
+
+    def per_query_ms(runs: list[dict[str, Any]], value: Any) -> float:
+        return statistics.median(value(run) for run in runs) / n * 1000
+
+    nodes = on[0]["plan_nodes"]
+    print(f"\n1. {n} queries per job (read two parquet inputs, join, distinct, write parquet; {nodes} plan nodes)")
+    print(f"   medians of {args.rounds} jobs per side, per query\n")
+    print(f"   {'stage':<34} {'CPU ms':>8} {'calls':>7} {'round trips':>12}")
+    stage_ms = {}
+    for stage in Stage:
+        cpu = per_query_ms(on, lambda run, s=stage: run["stages"][s.name][0] / 1e9)
+        calls = statistics.median(run["stages"][stage.name][1] for run in on) / n
+        trips = statistics.median(run["stages"][stage.name][2] for run in on) / n
+        stage_ms[stage] = cpu
+        if cpu or calls:
+            print(f"   {stage.value:<34} {cpu:>8.3f} {calls:>7.1f} {trips:>12.1f}")
+    staged = sum(stage_ms.values())
+    python_on = per_query_ms(on, lambda run: run["python_cpu_s"])
+    python_off = per_query_ms(off, lambda run: run["python_cpu_s"])
+    added = python_on - python_off
+    print(f"   {'sum of the stages':<34} {staged:>8.3f}")
+    print(f"   {'outside any stage (py4j, GC, …)':<34} {added - staged:>8.3f}")
+    print()
+    print(f"   driver Python CPU: on {python_on:.2f} ms, off {python_off:.2f} ms per query")
+    print(f"   lineage's Python CPU per query: {added:.2f} ms {_verdict(added, PYTHON_MS_BUDGET)}")
+    analysis_ms = sum(stage_ms[s] for s in ANALYSIS_STAGES)
+    print(
+        f"   capture and analysis per query at {nodes} nodes: {analysis_ms:.2f} ms "
+        f"{_verdict(analysis_ms, CAPTURE_ANALYSIS_MS_BUDGET[20])}"
+    )
+    capture_trips = statistics.median(run["stages"][Stage.CAPTURE.name][2] for run in on) / n
+    all_trips = statistics.median(sum(v[2] for v in run["stages"].values()) for run in on) / n
+    print(
+        f"   JVM round trips per query: {all_trips:.1f} ({capture_trips:.1f} in the capture) "
+        f"{_verdict(all_trips, ROUND_TRIPS_BUDGET)}"
+    )
+    callbacks = statistics.median(
+        run["stages"][Stage.LISTENER.name][1] + run["stages"][Stage.JOB_LISTENER.name][1] for run in on
+    )
+    print(f"   calls from the JVM into Python per query (listeners): {callbacks / n:.1f}")
+    jvm_on = per_query_ms(on, lambda run: run["jvm_cpu_ns"] / 1e9)
+    jvm_off = per_query_ms(off, lambda run: run["jvm_cpu_ns"] / 1e9)
+    print(f"   JVM CPU: on {jvm_on:.1f} ms, off {jvm_off:.1f} ms per query: lineage adds {jvm_on - jvm_off:.1f} ms")
+    for group in on[0]["jvm_groups_ns"]:
+        group_on = per_query_ms(on, lambda run, g=group: run["jvm_groups_ns"][g] / 1e9)
+        group_off = per_query_ms(off, lambda run, g=group: run["jvm_groups_ns"][g] / 1e9)
+        print(f"     {group:<38} on {group_on:7.2f}  off {group_off:7.2f}  added {group_on - group_off:7.2f}")
+    for what in on[0]["vm_ms"]:
+        vm_on = per_query_ms(on, lambda run, w=what: run["vm_ms"][w] / 1000)
+        vm_off = per_query_ms(off, lambda run, w=what: run["vm_ms"][w] / 1000)
+        print(f"     {what + ' (wall ms)':<38} on {vm_on:7.2f}  off {vm_off:7.2f}  added {vm_on - vm_off:7.2f}")
+    wall_on = statistics.median(run["seconds"] for run in on)
+    wall_off = statistics.median(run["seconds"] for run in off)
+    print(f"   job wall time: on {wall_on:.2f} s, off {wall_off:.2f} s (ratio {wall_on / wall_off:.3f})")
+
+    if args.deep:
+        deep_nodes, cpu_ms, deep_trips = deep_queries(args.deep)
+        median_ms = statistics.median(cpu_ms)
+        print(f"\n2. capture and analysis at {deep_nodes:.0f} plan nodes, median of {args.deep} queries")
+        print(
+            f"   capture, analysis and column lineage: {median_ms:.1f} ms CPU per query "
+            f"{_verdict(median_ms, CAPTURE_ANALYSIS_MS_BUDGET[600])}"
+        )
+        trips_median = statistics.median(deep_trips)
+        print(f"   round trips in the capture: {trips_median:.0f} {_verdict(trips_median, ROUND_TRIPS_BUDGET)}")
+
+
+if __name__ == "__main__":
+    main()
