@@ -548,6 +548,10 @@ class LineageRuntime:
         start = self._rdd_jobs.pop(job.job_id, None)
         if start is None:
             return
+        if start.graph_unread:
+            if job.error is None:
+                return  # it wrote nothing (its graph was never read)
+            start = self.bridge.read_unread_graph(start)
         lineage = rdd_job_lineage(start)
         if not lineage.outputs and job.error is None:
             return  # an action that writes nothing: count(), collect(), Spark's own listing jobs

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -32,7 +33,7 @@ from spark_lineage.costs import Stage
 from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.values import JvmClasses, message, safe
-from spark_lineage.plan import JobIo, RddJobEnd, RddJobStart, RddRecord, SparkJobDetails, SqlJobEnd, SqlJobStart
+from spark_lineage.plan import JobIo, RddJobEnd, RddJobStart, SparkJobDetails, SqlJobEnd, SqlJobStart
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,11 @@ STATUS_STORE_WAIT_SECONDS = 1.0
 """How long an RDD job's end waits for the status store to have heard it too, for the job's statistics."""
 _CAPTURED_ARGUMENTS = 4
 """How many of a write closure's captured values are looked at for the write's configuration."""
+_HADOOP_WRITER = "org.apache.spark.internal.io.SparkHadoopWriter"
+"""The class whose closures are the jobs of a Hadoop save: the only RDD jobs that write files. Every other
+job's closure is some other class's (``collect``, ``count``, Spark's own parquet footer reads)."""
+UNREAD_GRAPHS_KEPT = 1_000
+"""How many jobs that write nothing keep their final stage, unread, until they end."""
 
 
 @dataclass
@@ -389,40 +395,61 @@ class RddJobReader:
         self._classes = classes
         self._graphs = RddGraphReader(classes)
         self._spark_context = spark_context
+        self._unread: OrderedDict[int, Any] = OrderedDict()
+        """The final stages of started jobs that write nothing, by job id, until they end."""
 
     def read(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
         try:
-            return self._read_start(pending) if pending.is_start else self._read_end(pending.event)
+            if pending.is_start:
+                return self._read_start(pending)
+            end = self._read_end(pending.event)
+            if end.error is None:
+                self._unread.pop(end.job_id, None)  # a job that wrote nothing and succeeded is not reported
+            return end
         finally:
             pending.event = pending.active_job = None  # let the JVM free the job's RDDs and closures
 
     def _read_start(self, pending: PendingJob) -> RddJobStart:
+        """A job's start. Only a Hadoop save writes files: any other job's graph is read only if it fails, so
+        that the many jobs that read and write nothing (``count()``, Spark's parquet footer reads) cost a few
+        round trips, not one per RDD."""
         time_ms, details = _job_started(str(pending.event).split(_FIELD_SEP))
         job_id = details.job_id
         option = pending.active_job
         if not bool(option.isDefined()):
             return RddJobStart(job_id, time_ms, details=details)
-        errors: list[str] = []
         stage = option.get().finalStage()
-        graph: tuple[RddRecord, ...] = ()
-        try:
-            graph = self._graphs.read(stage.rdd())
-        except Exception as error:  # noqa: BLE001 - reported with the job
-            errors.append(f"RDD lineage: {message(error)}")
+        function = safe(stage.func)  # a map-stage job's final stage has none
+        if function is None or not str(function.getClass().getName()).startswith(_HADOOP_WRITER):
+            self._unread[job_id] = stage
+            while len(self._unread) > UNREAD_GRAPHS_KEPT:
+                self._unread.popitem(last=False)
+            return RddJobStart(job_id, time_ms, details=details, graph_unread=True)
+        errors: list[str] = []
         output = None
         try:
-            output = self._output_path(stage)
+            output = self._output_path(function)
         except Exception as error:  # noqa: BLE001
             errors.append(f"output path: {message(error)}")
-        return RddJobStart(job_id, time_ms, graph, output, tuple(errors), details)
+        return self._with_graph(RddJobStart(job_id, time_ms, (), output, tuple(errors), details), stage)
 
-    def _output_path(self, stage: Any) -> str | None:
+    def read_unread_graph(self, start: RddJobStart) -> RddJobStart:
+        """A start whose graph was left unread (``graph_unread``), with its graph: its job failed."""
+        stage = self._unread.pop(start.job_id, None)
+        if stage is None:
+            return replace(start, graph_unread=False, errors=(*start.errors, "RDD lineage: no longer kept"))
+        return self._with_graph(replace(start, graph_unread=False), stage)
+
+    def _with_graph(self, start: RddJobStart, stage: Any) -> RddJobStart:
+        try:
+            return replace(start, graph=self._graphs.read(stage.rdd()))
+        except Exception as error:  # noqa: BLE001 - reported with the job
+            return replace(start, errors=(f"RDD lineage: {message(error)}", *start.errors))
+
+    def _output_path(self, function: Any) -> str | None:
         """Where a Hadoop save (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``) writes:
         the job's function is the closure ``SparkHadoopWriter.write`` runs, which captures the write's
         configuration."""
-        if not str(stage.getClass().getName()).endswith(".ResultStage"):
-            return None
-        function = stage.func()
         function_class = function.getClass()
         fields = self._classes("org.apache.commons.lang3.reflect.FieldUtils")
         for index in range(1, _CAPTURED_ARGUMENTS + 1):

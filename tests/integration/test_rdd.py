@@ -61,6 +61,10 @@ try:
     sc.textFile(sys.argv[1]).map(lambda line: 1 // 0).saveAsTextFile(sys.argv[2] + "_failed")
 except Exception:
     pass
+try:  # writes nothing, but fails: a run, with what it read (its graph read only once it failed)
+    sc.textFile(sys.argv[1]).map(lambda line: len(line) // 0).count()
+except Exception:
+    pass
 """
 
 
@@ -79,11 +83,20 @@ def test_rdd_jobs_through_spark_submit_report_what_they_read_and_write(
     _, orders, output = spark_submit(tmp_path, RDD_JOB, confs)
 
     app_start, app_end = app_events(receiver.events)
-    runs = sorted(_rdd_runs(receiver.events).values(), key=lambda run: run[-1]["eventType"])
-    assert [[event["eventType"] for event in run] for run in runs] == [["START", "COMPLETE"], ["START", "FAIL"]]
-    (start, complete), (_, fail) = runs
+    runs = sorted(_rdd_runs(receiver.events).values(), key=lambda run: (run[-1]["eventType"], len(run[-1]["outputs"])))
+    assert [[event["eventType"] for event in run] for run in runs] == [
+        ["START", "COMPLETE"],
+        ["START", "FAIL"],
+        ["START", "FAIL"],
+    ]
+    (start, complete), (failed_count_start, failed_count), (_, fail) = runs
     name = "rdd_words.map_partitions_python_map_partitions_hadoop"
     assert {start["job"]["name"], complete["job"]["name"], fail["job"]["name"]} == {name}
+    for event in (failed_count_start, failed_count):
+        assert event["job"]["name"] == "rdd_words.python_map_partitions_hadoop"
+        assert datasets(event, "inputs") == [("file", str(orders))]
+        assert datasets(event, "outputs") == []
+    assert "ZeroDivisionError" in failed_count["run"]["facets"]["errorMessage"]["stackTrace"]
     assert complete["job"]["facets"]["jobType"] == {**complete["job"]["facets"]["jobType"], "integration": "SPARK"}
     for event in (start, complete):
         assert datasets(event, "inputs") == [("file", str(orders))]
