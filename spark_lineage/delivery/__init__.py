@@ -230,7 +230,11 @@ def where_events_go(transport: Any, spool: Spool | FailoverSpool) -> str:
 def prepare(client: OpenLineageClient, event: Event) -> Event | None:
     """What openlineage-python's client does to an event before its transport sends it (environment and tag
     facets, source location, dataset-name reduction, filters), done once, before the event is spooled."""
-    for step in ("add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet"):
+    steps = ["update_event_tags_facets", "add_source_code_location_facet"]
+    # It reads the whole environment for the variables its configuration names: none named, it does nothing.
+    if _environment_variables_named(client):
+        steps.insert(0, "add_environment_facets")
+    for step in steps:
         method = getattr(client, step, None)
         if method is not None:
             event = method(event)
@@ -239,3 +243,10 @@ def prepare(client: OpenLineageClient, event: Event) -> Event | None:
     if getattr(client, "_filters", None) and client.filter_event(event) is None:
         return None
     return event
+
+
+def _environment_variables_named(client: OpenLineageClient) -> bool:
+    """Whether the client's configuration names environment variables to add to each run (``True`` when it
+    cannot tell)."""
+    facets = getattr(client.config, "facets", None)
+    return bool(getattr(facets, "environment_variables", True))
