@@ -190,9 +190,9 @@ class StageClock:
         wrap(EventBuilder, "query_events", None, lambda *a: clock.mark("built"))
         wrap(
             Delivery,
-            "submit",
+            "submit_all",
             None,
-            lambda result, delivery, event: clock.mark("spooled") if is_complete(event) else None,
+            lambda result, delivery, events: clock.mark("spooled") if any(map(is_complete, events)) else None,
         )
 
         def leased(batch: Any, *args: Any) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,23 +106,30 @@ class Delivery:
 
     def submit(self, event: Event) -> None:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""
-        if not self.enabled:
+        self.submit_all((event,))
+
+    def submit_all(self, events: Sequence[Event]) -> None:
+        """Spool ``events`` in order, in one transaction (a query's events: its START, RUNNING and end), and let
+        the sender know once. An event that cannot be built is counted lost by its job, and the others go on.
+        Never raises."""
+        if not self.enabled or not events:
+            return
+        payloads = []
+        for event in events:
+            try:
+                with costs.stage(Stage.ENRICHMENT):
+                    prepared = prepare(self.client, event)
+                if prepared is not None:
+                    payloads.append(to_payload(prepared, self.redactor, self.producer))
+            except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
+                self._lost([_job_name(event)], error)
+        if not payloads:
             return
         try:
-            with costs.stage(Stage.ENRICHMENT):
-                prepared = prepare(self.client, event)
-            if prepared is None:
-                return
-            payload = to_payload(prepared, self.redactor, self.producer)
             with costs.stage(Stage.SPOOL_WRITE):
-                stored = self.spool.put(
-                    self.destination, payload.run_id, payload.job, payload.application, payload.json
-                )
+                stored = self.spool.put_all(self.destination, payloads)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
-            self._errors.report("spooling an event", error)
-            job = getattr(event, "job", None)
-            name = f"{job.namespace}/{job.name}" if job is not None else "/"  # as the spool names it
-            self.spool.lost(name, f"it could not be built or spooled ({one_line(error)})")  # counted at the end
+            self._lost([payload.job for payload in payloads], error)
             return
         dropped = stored.dropped
         if dropped.count:
@@ -133,6 +141,12 @@ class Delivery:
                 f"{', '.join(sorted(dropped.jobs))}); application-run events are kept",
             )
         self.sender.wake()
+
+    def _lost(self, jobs: list[str], error: Exception) -> None:
+        """Events of ``jobs`` that could not be built or spooled: said once, and counted at the end."""
+        self._errors.report("spooling an event", error)
+        for job in jobs:
+            self.spool.lost(job, f"it could not be built or spooled ({one_line(error)})")
 
     def description(self) -> str:
         """Where events go, for people (see :func:`where_events_go`)."""
@@ -225,6 +239,12 @@ def where_events_go(transport: Any, spool: Spool | FailoverSpool) -> str:
     target = describe(transport)[0].removeprefix("http ")
     spooled = f"spooled in {spool.path}" if spool.path is not None else "spooled in memory"
     return f"events go to {target} ({spooled})"
+
+
+def _job_name(event: Event) -> str:
+    """An event's job as the spool names it."""
+    job = getattr(event, "job", None)
+    return f"{job.namespace}/{job.name}" if job is not None else "/"
 
 
 def prepare(client: OpenLineageClient, event: Event) -> Event | None:

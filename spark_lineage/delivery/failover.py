@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_lineage.delivery.payloads import Payload
 from spark_lineage.delivery.spool import (
     DEFAULT_MAX_BYTES,
     DiskProblem,
@@ -43,6 +44,7 @@ from spark_lineage.delivery.spool import (
     Spool,
     SpooledEvent,
     Stored,
+    StoredAll,
     disk_problem,
     set_aside,
 )
@@ -173,9 +175,15 @@ class FailoverSpool:
                     self._failed(disk, error, "written")
 
     def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
-        """Spool one event: on disk if it can be, else in memory (and an application run's event also in the
-        disk's held-back room). Never raises for a disk's sake."""
-        event = (destination, run_id, job, application, payload)
+        """Spool one event (see :meth:`put_all`)."""
+        stored = self.put_all(destination, [Payload(payload, run_id, job, application)])
+        return Stored(stored.ids[0], stored.dropped)
+
+    def put_all(self, destination: str, payloads: Sequence[Payload]) -> StoredAll:
+        """Spool events in order, in one transaction: all on disk if they can be, else all in memory (and each
+        application run's event also in the disk's held-back room): a disk that fails in the middle of them
+        keeps none of them, and the store after it gets every one, so a run's events stay in order. Never
+        raises for a disk's sake."""
         with self._lock:
             for _ in range(2):  # once more on a fresh spool, when the first one was found damaged
                 disk = self._writable_disk()
@@ -185,15 +193,17 @@ class FailoverSpool:
                     self._failed(disk, sqlite3.OperationalError("database or disk is full"), "written")
                     break
                 try:
-                    return self._owned(disk, disk.spool.put(*event), job)
+                    return self._owned(disk, disk.spool.put_all(destination, payloads), payloads)
                 except Exception as error:  # noqa: BLE001
                     self._failed(disk, error, "written")
-            stored = self._owned(self._memory(), self._memory().spool.put(*event), job)
-            if application:
-                twin = self._into_reserve(event)
-                if twin is not None:
-                    self._twins[stored.id] = twin
-                    self._hidden.add(twin)
+            memory = self._memory()
+            stored = self._owned(memory, memory.spool.put_all(destination, payloads), payloads)
+            for event_id, payload in zip(stored.ids, payloads):
+                if payload.application:
+                    twin = self._into_reserve(destination, payload)
+                    if twin is not None:
+                        self._twins[event_id] = twin
+                        self._hidden.add(twin)
             return stored
 
     def lease(
@@ -503,7 +513,7 @@ class FailoverSpool:
                     return None  # once in memory, a run's later events must not jump ahead of it on disk
         return None
 
-    def _into_reserve(self, event: tuple[str, str, str, bool, str]) -> int | None:
+    def _into_reserve(self, destination: str, payload: Payload) -> int | None:
         """Spool an application run's event on the newest disk that can still be read, in the room held back
         there when the disk is full: the id of that copy, or ``None``."""
         with self._lock:
@@ -513,23 +523,26 @@ class FailoverSpool:
         index, store = disks[-1]
         for _ in range(2):
             try:
-                return _encode(store.spool.put(*event).id, index)
+                return _encode(store.spool.put_all(destination, [payload]).ids[0], index)
             except Exception as error:
                 if disk_problem(error) is not DiskProblem.FULL or not store.spool.release_reserve():
                     log.debug("%s: an application event could not be kept on disk", self.label, exc_info=error)
                     return None
         return None
 
-    def _owned(self, store: _Store, stored: Stored, job: str) -> Stored:
+    def _owned(self, store: _Store, stored: StoredAll, payloads: Sequence[Payload]) -> StoredAll:
+        """``stored`` with the ids of this process's stores; its events are this process's own, and the ones that
+        made room for them (some of them, perhaps) are lost."""
         index = self._stores.index(store)
-        event_id = _encode(stored.id, index)
+        ids = [_encode(raw, index) for raw in stored.ids]
         dropped = Dropped(stored.dropped.count, stored.dropped.jobs, [_encode(i, index) for i in stored.dropped.ids])
-        self._own.jobs[event_id] = job
+        for event_id, payload in zip(ids, payloads):
+            self._own.jobs[event_id] = payload.job
         for gone in dropped.ids:
             lost_job = self._own.jobs.pop(gone, None)
             if lost_job is not None:
                 self._own.lost.append(Lost(lost_job, f"the spool was full (python.spool.maxBytes={self.max_bytes})"))
-        return Stored(event_id, dropped)
+        return StoredAll(ids, dropped)
 
     def _store(self, index: int) -> _Store | None:
         with self._lock:

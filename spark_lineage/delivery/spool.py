@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from spark_lineage.delivery.payloads import Payload
+
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SPOOL_FILE = "spool.sqlite"
 SPOOL_DIR_ENV = "SPARK_LINEAGE_SPOOL_DIR"
@@ -263,6 +265,15 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class StoredAll:
+    """What :meth:`Spool.put_all` did: the new events' ids, in order, and what made room for them (some of them,
+    when they alone are more than the spool holds)."""
+
+    ids: list[int]
+    dropped: Dropped = field(default_factory=Dropped)
+
+
+@dataclass(frozen=True)
 class Pending:
     """What waits in the spool."""
 
@@ -404,19 +415,30 @@ class Spool:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO destinations VALUES (?, ?)", (destination, transport))
 
-    @_reclaiming(reserve=False)
     def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
         """Store one event. When the spool is over its size, the oldest query-run events make room."""
-        size = len(payload.encode())
+        stored = self.put_all(destination, [Payload(payload, run_id, job, application)])
+        return Stored(stored.ids[0], stored.dropped)
+
+    @_reclaiming(reserve=False)
+    def put_all(self, destination: str, payloads: Sequence[Payload]) -> StoredAll:
+        """Store events in one transaction, in order: all of them or, when it fails, none. When the spool is then
+        over its size, the oldest query-run events make room (the same ones as storing them one by one)."""
+        now = time.time()
+        ids = []
         with self._transaction() as db:
-            cursor = db.execute(
-                "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (destination, run_id, job, int(application), payload, size, time.time()),
-            )
-            event_id = int(cursor.lastrowid or 0)
-            total = self._add_bytes(db, size)
-            return Stored(event_id, self._make_room(db, total) if total > self.max_bytes else Dropped())
+            added = 0
+            for payload in payloads:
+                size = len(payload.json.encode())
+                cursor = db.execute(
+                    "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (destination, payload.run_id, payload.job, int(payload.application), payload.json, size, now),
+                )
+                ids.append(int(cursor.lastrowid or 0))
+                added += size
+            total = self._add_bytes(db, added)
+            return StoredAll(ids, self._make_room(db, total) if total > self.max_bytes else Dropped())
 
     def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
         dropped = Dropped()

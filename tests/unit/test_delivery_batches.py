@@ -1,0 +1,203 @@
+"""Events spooled and acknowledged in batches: a query's events go into the spool in one transaction, and what a
+sender delivered is forgotten in one, with every guarantee of one event at a time kept (no Spark: the
+integration tests run Spark jobs through the same paths)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attr
+import pytest
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import RunEvent, RunState
+from openlineage.client.facet_v2 import job_type_job, sql_job
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+from spark_lineage.delivery import Delivery, FailoverSpool
+from spark_lineage.delivery.failover import StoreKind
+from spark_lineage.delivery.payloads import Payload, to_payload
+from spark_lineage.delivery.spool import Spool
+from spark_lineage.delivery.transports import leave_retries_to_the_spool
+from spark_lineage.redaction import Redactor
+from spark_lineage.worker import ErrorLog
+from tests.support import free_port, minimal_run_event
+
+DESTINATION = "http test"
+
+
+def _event(run: int, state: RunState = RunState.COMPLETE, job_type: str = "SQL_JOB", size: int = 3000) -> RunEvent:
+    """An event of about ``size`` bytes of job ``job_<run>``, as a Spark query's are (its SQL is the padding)."""
+    event = minimal_run_event(run)
+    facets = {
+        "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="SPARK", jobType=job_type),
+        "sql": sql_job.SQLJobFacet(query="p" * size),
+    }
+    return attr.evolve(event, job=attr.evolve(event.job, facets=facets), eventType=state)
+
+
+def _query(run: int, size: int = 3000) -> list[RunEvent]:
+    """A query's events as the analysis thread hands them over: START, four RUNNING, COMPLETE."""
+    states = [RunState.START, *[RunState.RUNNING] * 4, RunState.COMPLETE]
+    return [
+        attr.evolve(_event(run, state, size=size), eventTime=f"2026-12-01T10:00:0{second}.000+00:00")
+        for second, state in enumerate(states)
+    ]
+
+
+def _payloads(events: list[RunEvent]) -> list[Payload]:
+    return [to_payload(event) for event in events]
+
+
+def _http(url: str) -> HttpTransport:
+    transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": 2}))
+    leave_retries_to_the_spool(transport)
+    return transport
+
+
+@contextmanager
+def _transactions(spool: Spool) -> Iterator[list[str]]:
+    """The transactions the calling thread begins on ``spool`` within the block (a sender's thread may use the
+    same connection meanwhile: its statements are not counted)."""
+    mine = threading.get_ident()
+    begun: list[str] = []
+
+    def trace(statement: str) -> None:
+        if statement.startswith("BEGIN") and threading.get_ident() == mine:
+            begun.append(statement)
+
+    spool._db.set_trace_callback(trace)
+    try:
+        yield begun
+    finally:
+        spool._db.set_trace_callback(None)
+
+
+def _disk(spool: FailoverSpool) -> Spool:
+    (disk,) = [store.spool for store in spool._stores if store.kind is StoreKind.DISK]
+    return disk
+
+
+def _stored(spool: Spool) -> list[tuple[str, str]]:
+    """The jobs and event types the spool holds, oldest first, whoever holds them."""
+    with spool._lock:
+        rows = spool._db.execute("SELECT job, payload FROM events ORDER BY id").fetchall()
+    return [(job, payload.split('"eventType": "')[1][:3]) for job, payload in rows]
+
+
+# --- spooling a batch ---------------------------------------------------------------------------------------
+
+
+def test_a_querys_events_go_into_the_spool_in_one_transaction_and_wake_the_sender_once(tmp_path: Path) -> None:
+    spool = FailoverSpool(tmp_path / "spool")
+    delivery = Delivery(
+        OpenLineageClient(transport=_http(f"http://127.0.0.1:{free_port()}")), spool, ErrorLog(), Redactor()
+    )
+    wakes = []
+    original_wake = delivery.sender.wake
+    delivery.sender.wake = lambda: (wakes.append(1), original_wake())  # type: ignore[method-assign]
+    try:
+        with _transactions(_disk(spool)) as begun:
+            delivery.submit_all(_query(1))
+        assert begun == ["BEGIN IMMEDIATE"]
+        assert len(wakes) == 1
+        assert spool.pending(delivery.destination).count == 6
+    finally:
+        delivery.close(0)
+
+
+def test_a_batch_is_stored_as_one_event_at_a_time_would_be(tmp_path: Path) -> None:
+    """The same ids in order, the same oldest query events dropped by a full spool (some of the batch's own
+    among them), application events kept."""
+    events = [_event(100, RunState.START, "APPLICATION", size=100), *_query(1), *_query(2)]
+    size = len(to_payload(events[1]).json.encode())
+    one_by_one = Spool(tmp_path / "one", max_bytes=size * 7)
+    together = Spool(tmp_path / "all", max_bytes=size * 7)
+    dropped_one = []
+    for payload in _payloads(events):
+        dropped_one += one_by_one.put(
+            DESTINATION, payload.run_id, payload.job, payload.application, payload.json
+        ).dropped.ids
+    stored = together.put_all(DESTINATION, _payloads(events))
+    assert stored.ids == list(range(1, len(events) + 1))
+    assert stored.dropped.ids == dropped_one == [2, 3, 4, 5, 6, 7]
+    assert stored.dropped.jobs == {"default/job_1"}
+    assert _stored(together) == _stored(one_by_one)
+    assert _stored(together)[0] == ("default/job_100", "STA")
+
+
+def test_a_full_spool_counts_what_a_batch_pushed_out_lost_by_its_job(tmp_path: Path) -> None:
+    size = len(to_payload(_query(1)[0]).json.encode())
+    spool = FailoverSpool(tmp_path / "spool", max_bytes=size * 8)
+    spool.put_all(DESTINATION, _payloads([_event(100, RunState.START, "APPLICATION", size=100), *_query(1)]))
+    stored = spool.put_all(DESTINATION, _payloads(_query(2)))
+    assert stored.dropped.count == 5 and stored.dropped.jobs == {"default/job_1"}
+    fates = spool.fates()
+    assert [(lost.job, lost.reason) for lost in fates.lost] == [
+        ("default/job_1", f"the spool was full (python.spool.maxBytes={size * 8})")
+    ] * 5
+    assert fates.total == 13
+    spool.close()
+
+
+def test_a_disk_failing_in_the_middle_of_a_batch_keeps_none_of_it_and_memory_takes_it_in_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk fills up at the batch's second event (sqlite's page limit: the insert that needs a new page
+    fails): the transaction keeps none of the batch, and the whole batch goes on in memory, in order, after what
+    the disk holds; the application run's event is kept on the disk too (the room the rolled back transaction
+    left is enough for that small one). At the end, the events that waited in memory are counted lost by their
+    jobs, and the application's are spooled for a replay."""
+    spool_dir = tmp_path / "spool"
+    spool = FailoverSpool(spool_dir)
+    port = free_port()
+    delivery = Delivery(OpenLineageClient(transport=_http(f"http://127.0.0.1:{port}")), spool, ErrorLog(), Redactor())
+    delivery.submit_all([_event(100, RunState.START, "APPLICATION", size=100)])
+    disk = _disk(spool)
+    (pages,) = disk._db.execute("PRAGMA page_count").fetchone()
+    disk._db.execute(f"PRAGMA max_page_count = {pages + 2}")
+    delivery.submit_all([*_query(1), _event(100, RunState.COMPLETE, "APPLICATION", size=100)])
+    assert spool.path is None, "the disk is no longer written"
+    assert _stored(disk) == [("default/job_100", "STA"), ("default/job_100", "COM")]
+    (memory,) = [store.spool for store in spool._stores if store.kind is StoreKind.MEMORY]
+    assert _stored(memory) == [("default/job_1", kind) for kind in ("STA", "RUN", "RUN", "RUN", "RUN", "COM")] + [
+        ("default/job_100", "COM")
+    ]
+    with caplog.at_level(logging.INFO):
+        assert not delivery.close(0.5)
+    line = caplog.records[-1].getMessage()
+    assert line.startswith(
+        "spark_lineage: 8 lineage events: 0 delivered, 2 spooled for replay, 6 lost; the 2 spooled (jobs "
+        "default/job_100)"
+    ), line
+    assert line.endswith(
+        f"6 lost (jobs default/job_1): neither spooled (the spool in {spool_dir} cannot be written "
+        "(OperationalError: database or disk is full)) nor delivered to http "
+        f"http://127.0.0.1:{port}/api/v1/lineage (connection refused) before the process ended"
+    ), line
+
+
+class _Unbuildable:
+    """Not an event: openlineage-python's client cannot enrich it, so it is never spooled."""
+
+    job = minimal_run_event(5).job
+
+
+def test_an_event_of_a_batch_that_cannot_be_built_is_counted_lost_and_the_others_are_spooled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    delivery = Delivery(
+        OpenLineageClient(transport=_http("http://127.0.0.1:9")), FailoverSpool(None), ErrorLog(), Redactor()
+    )
+    events: list[Any] = [minimal_run_event(4), _Unbuildable(), minimal_run_event(6)]
+    delivery.submit_all(events)
+    assert delivery.spool.pending().jobs == ("default/job_4", "default/job_6")
+    with caplog.at_level(logging.INFO):
+        assert not delivery.close(0)
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("spark_lineage: 3 lineage events: 0 delivered, 0 spooled for replay, 3 lost;"), line
+    assert "; 1 lost (jobs default/job_5): it could not be built or spooled (" in line, line
