@@ -36,8 +36,8 @@ from openlineage.client.transport.http import HttpTransport
 from spark_lineage import costs, logs
 from spark_lineage.costs import Stage
 from spark_lineage.delivery.failover import FailoverSpool
-from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import InFlight, Spool, SpooledEvent, lease_owner
+from spark_lineage.delivery.transports import SpooledEmit, spooled_emitter
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
@@ -108,6 +108,8 @@ class Lane:
     transport: Any
     own_transport: bool
     """Whether ``transport`` is the lane's own copy (closed with the lane), or the caller's."""
+    emit: SpooledEmit
+    """Sends a spooled event's JSON through ``transport`` (as it is, where the transport sends text)."""
     wake: threading.Event = field(default_factory=threading.Event)
     in_flight: InFlight | None = None
     """The event this lane is sending right now, and until when that send can go on."""
@@ -162,7 +164,7 @@ class Sender:
         self._after_stop: Callable[[], object] | None = None
         transports = lane_transports(transport, concurrency)
         self._lanes = [
-            Lane(index, lease_owner(f"{id(self)}-{index}"), lane, lane is not transport)
+            Lane(index, lease_owner(f"{id(self)}-{index}"), lane, lane is not transport, spooled_emitter(lane))
             for index, lane in enumerate(transports)
         ]
         self._running_lanes = len(self._lanes)
@@ -294,7 +296,7 @@ class Sender:
             lane.in_flight = InFlight(item.id, time.time() + send_seconds)
             try:
                 with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
-                    lane.transport.emit(from_payload(item.payload))
+                    lane.emit(item.payload)
             except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
                 lane.in_flight = None
                 self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
