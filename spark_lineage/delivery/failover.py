@@ -257,29 +257,41 @@ class FailoverSpool:
         return events
 
     def acknowledge(self, event_id: int) -> None:
-        """The backend has it: forget it, and count it as delivered if it was this process's."""
-        index, raw = _decode(event_id)
-        store = self._store(index)
-        if store is not None and not self._closed:
+        """The backend has it: forget it (see :meth:`acknowledge_all`)."""
+        self.acknowledge_all([event_id])
+
+    def acknowledge_all(self, event_ids: Sequence[int]) -> None:
+        """The backend has them: forget them (in one transaction per store), and count this process's as
+        delivered. A disk that cannot record it still never sends them again from here; they are forgotten at
+        :meth:`close`."""
+        for index, raw_ids in _by_store(event_ids).items():
+            store = self._store(index)
+            if store is None or self._closed:
+                continue
             for attempt in range(2):
                 try:
-                    store.spool.acknowledge(raw)
+                    store.spool.acknowledge_all(raw_ids)
                     break
                 except Exception as error:  # noqa: BLE001
                     if attempt == 0 and disk_problem(error) is DiskProblem.FULL:
                         store.spool.make_room()  # forgetting an event frees room; its log needs a little first
                         continue
-                    with self._lock:  # sent all the same: never send it again from here; forgotten at close
-                        self._hidden.add(event_id)
-                        self._unforgotten.add(event_id)
+                    with self._lock:  # sent all the same: never send them again from here; forgotten at close
+                        unforgotten = [_encode(raw, index) for raw in raw_ids]
+                        self._hidden.update(unforgotten)
+                        self._unforgotten.update(unforgotten)
                     self._failed(store, error, "written")
+        twins = []
         with self._lock:
-            self._held.pop(event_id, None)
-            if self._own.jobs.pop(event_id, None) is not None:
-                self._own.delivered += 1
-            twin = self._twins.pop(event_id, None)
-        if twin is not None:
-            self.acknowledge(twin)
+            for event_id in event_ids:
+                self._held.pop(event_id, None)
+                if self._own.jobs.pop(event_id, None) is not None:
+                    self._own.delivered += 1
+                twin = self._twins.pop(event_id, None)
+                if twin is not None:
+                    twins.append(twin)
+        if twins:
+            self.acknowledge_all(twins)
 
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
         with self._lock:

@@ -18,7 +18,10 @@ that ran out makes the sender wait that much longer for the events after it too:
 timeout gets one second copy, not a copy of every event, nor a flood of them.
 
 Delivery is at least once: an event the backend stored but did not acknowledge (it answered after the
-timeout, or the process died before the answer) is sent again.
+timeout, or the process died before the answer) is sent again. What a batch delivered is forgotten in one
+transaction: when the batch ends, when a send fails, when the sender closes, or once the first of them waited
+:data:`ACKNOWLEDGE_SECONDS`; until then a delivered event stays leased to its lane, so only a process that died
+meanwhile leaves it to be sent again (by the next sender: at most a batch of copies, never a loss).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ MAX_TIMEOUT_DOUBLINGS = 3
 """An event's timeout doubles with each attempt, up to 2**3 = 8 times the configured one."""
 JOIN_SECONDS = 0.2
 """How long :meth:`Sender.close` waits for its lanes' threads, in all."""
+ACKNOWLEDGE_SECONDS = 1.0
+"""The longest a delivered event waits to be forgotten with the rest of its batch (a slow backend's batch)."""
 
 
 class Backoff:
@@ -113,6 +118,13 @@ class Lane:
     wake: threading.Event = field(default_factory=threading.Event)
     in_flight: InFlight | None = None
     """The event this lane is sending right now, and until when that send can go on."""
+    delivered: list[int] = field(default_factory=list)
+    """Events the backend took that are not forgotten yet (see :meth:`Sender._forget`)."""
+    delivered_since: float = 0.0
+    """``time.monotonic()`` when the first of them was delivered."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Guards ``in_flight`` and ``delivered``, between the lane and :meth:`Sender.close`: every event the lane
+    holds is in flight, delivered, or neither, never on its way from one to the other."""
     thread: threading.Thread | None = None
 
 
@@ -216,7 +228,9 @@ class Sender:
             if lane.thread is not None:
                 lane.thread.join(max(deadline - time.monotonic(), 0.0))
         for lane in self._lanes:
-            self.spool.release_owned(lane.owner, lane.in_flight)
+            with lane.lock:  # what the lane delivered is forgotten, what it sends stays leased, the rest goes back
+                self._forget(lane)
+                self.spool.release_owned(lane.owner, lane.in_flight)
         return delivered
 
     def after_stop(self, action: Callable[[], object]) -> None:
@@ -283,35 +297,68 @@ class Sender:
         return True
 
     def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> None:
-        for index, item in enumerate(batch):
-            if self._stopping.is_set():
-                self.spool.release([rest.id for rest in batch[index:]], lane.owner)
-                break
-            doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
-            send_seconds = self.lease_seconds
-            if isinstance(self._base_timeout, (int, float)):
-                lane.transport.timeout = self._base_timeout * 2**doublings
-                # The timeout bounds connecting and then waiting for the answer, each on its own.
-                send_seconds = 2 * lane.transport.timeout + 1
-            lane.in_flight = InFlight(item.id, time.time() + send_seconds)
-            try:
-                with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
-                    lane.emit(item.payload)
-            except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
-                lane.in_flight = None
-                self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
-                if timed_out(error):
-                    with self._lock:
-                        self._slow_backend_doublings = max(
-                            self._slow_backend_doublings, min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
-                        )
-                self._failed(error, epoch)
-                break
-            # Forgotten before it stops counting as in flight: a close() in between must not hand it back.
-            with costs.stage(Stage.ACKNOWLEDGE):
-                self.spool.acknowledge(item.id)
+        try:
+            for index, item in enumerate(batch):
+                if self._stopping.is_set():
+                    self.spool.release([rest.id for rest in batch[index:]], lane.owner)
+                    break
+                error = self._send_one(lane, item)
+                if error is not None:  # kept in the spool, tried again after a pause
+                    self._forget_delivered(lane)
+                    self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
+                    self._failed(error, epoch)
+                    break
+                self._succeeded(epoch)
+                if time.monotonic() - lane.delivered_since >= ACKNOWLEDGE_SECONDS:
+                    self._forget_delivered(lane)
+        finally:
+            self._forget_delivered(lane)
+
+    def _send_one(self, lane: Lane, item: SpooledEvent) -> Exception | None:
+        """Send one event: ``None`` once the backend took it (it is then the lane's, delivered, to be forgotten),
+        else why not."""
+        doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
+        send_seconds = self.lease_seconds
+        if isinstance(self._base_timeout, (int, float)):
+            lane.transport.timeout = self._base_timeout * 2**doublings
+            # The timeout bounds connecting and then waiting for the answer, each on its own.
+            send_seconds = 2 * lane.transport.timeout + 1
+        lane.in_flight = InFlight(item.id, time.time() + send_seconds)
+        try:
+            with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
+                lane.emit(item.payload)
+        except Exception as error:  # noqa: BLE001 - the caller keeps it in the spool
             lane.in_flight = None
-            self._succeeded(epoch)
+            if timed_out(error):
+                with self._lock:
+                    self._slow_backend_doublings = max(
+                        self._slow_backend_doublings, min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
+                    )
+            return error
+        # Delivered before it stops counting as in flight: a close() in between must not hand it back.
+        with lane.lock:
+            if not lane.delivered:
+                lane.delivered_since = time.monotonic()
+            lane.delivered.append(item.id)
+            lane.in_flight = None
+        return None
+
+    def _forget_delivered(self, lane: Lane) -> None:
+        """Forget what the lane delivered, in one transaction, and tell :meth:`flush`."""
+        with lane.lock:
+            if not lane.delivered:
+                return
+            self._forget(lane)
+        with self._progress:
+            self._progress.notify_all()
+
+    def _forget(self, lane: Lane) -> None:
+        """Forget the events the lane delivered (under ``lane.lock``). A spool that cannot record it keeps them in
+        the lane's list, to be tried again (:class:`FailoverSpool` never fails so: it stops sending them)."""
+        if lane.delivered:
+            with costs.stage(Stage.ACKNOWLEDGE):
+                self.spool.acknowledge_all(lane.delivered)
+            lane.delivered = []
 
     def _wait_for_work(self, lane: Lane) -> None:
         """Wait for :meth:`wake`, another lane's find, or the idle poll; at once if a wake went unclaimed."""
@@ -341,6 +388,7 @@ class Sender:
     # --- outcomes --------------------------------------------------------------------------------------
 
     def _succeeded(self, epoch: int) -> None:
+        """One more event delivered (:meth:`flush` hears of it once it is forgotten)."""
         with self._lock:
             self.sent += 1
             if epoch == self._epoch:  # not a send from before the last failure: the backend answers now
@@ -349,8 +397,6 @@ class Sender:
                 if self._open_lanes < len(self._lanes):
                     self._open_lanes = len(self._lanes)
                     self._wake_one()
-        with self._progress:
-            self._progress.notify_all()
 
     def _failed(self, error: BaseException, epoch: int) -> None:
         with self._lock:

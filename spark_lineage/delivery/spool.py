@@ -582,14 +582,22 @@ class Spool:
         with self._lock:
             return [event_id for (event_id,) in self._db.execute("SELECT id FROM events WHERE leased_by = ?", (owner,))]
 
-    @_reclaiming(reserve=True)
     def acknowledge(self, event_id: int) -> None:
         """The backend has it: forget it."""
+        self.acknowledge_all([event_id])
+
+    @_reclaiming(reserve=True)
+    def acknowledge_all(self, event_ids: Collection[int]) -> None:
+        """The backend has them: forget them, in one transaction (those already forgotten are no matter)."""
+        if not event_ids:
+            return
+        ids = json.dumps(sorted(event_ids))
         with self._transaction() as db:
-            row = db.execute("SELECT size FROM events WHERE id = ?", (event_id,)).fetchone()
-            if row is not None:
-                db.execute("DELETE FROM events WHERE id = ?", (event_id,))
-                self._add_bytes(db, -row[0])
+            (size,) = db.execute(
+                f"SELECT COALESCE(SUM(size), 0) FROM events WHERE id IN {_JSON_IDS}", (ids,)
+            ).fetchone()
+            db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
+            self._add_bytes(db, -int(size))
 
     @_reclaiming(reserve=True)
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
@@ -676,11 +684,15 @@ class Spool:
         return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])
 
 
+_JSON_IDS = "(SELECT value FROM json_each(?))"
+"""The ids a JSON array names: one argument, whatever the count."""
+
+
 def _excluding(ids: Collection[int]) -> tuple[str, tuple[str, ...]]:
     """A condition leaving out the events ``ids`` names, and its argument (one JSON array, whatever the count)."""
     if not ids:
         return "", ()
-    return " AND id NOT IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)
+    return f" AND id NOT IN {_JSON_IDS}", (json.dumps(sorted(ids)),)
 
 
 def _size(file: Path) -> int:

@@ -5,8 +5,12 @@ integration tests run Spark jobs through the same paths)."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+import textwrap
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,15 +21,17 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import RunEvent, RunState
 from openlineage.client.facet_v2 import job_type_job, sql_job
 from openlineage.client.transport.http import HttpConfig, HttpTransport
+from openlineage.client.transport.transport import Transport
 
 from spark_lineage.delivery import Delivery, FailoverSpool
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
+from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
-from tests.support import free_port, minimal_run_event
+from tests.support import LineageReceiver, free_port, minimal_run_event
 
 DESTINATION = "http test"
 
@@ -201,3 +207,112 @@ def test_an_event_of_a_batch_that_cannot_be_built_is_counted_lost_and_the_others
     line = caplog.records[-1].getMessage()
     assert line.startswith("spark_lineage: 3 lineage events: 0 delivered, 0 spooled for replay, 3 lost;"), line
     assert "; 1 lost (jobs default/job_5): it could not be built or spooled (" in line, line
+
+
+# --- forgetting what a batch delivered ----------------------------------------------------------------------
+
+
+class _FailingOnce(Transport):
+    """A user's own transport that fails its ``fail_at``-th send (counting from 1) once, and keeps the others'
+    events."""
+
+    kind = "failing-once"
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+        self.events: list[tuple[str, str]] = []
+
+    def emit(self, event: Any) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ConnectionError("connection reset")
+        self.events.append((f"{event.job.namespace}/{event.job.name}", event.eventType.value))
+
+
+def test_a_failure_midway_forgets_what_the_batch_delivered_before_it_in_one_transaction(tmp_path: Path) -> None:
+    """The batch's fourth send fails: the three before it are forgotten together, the failed one and those after
+    it stay spooled and go, in order, after the pause; each event reaches the backend once."""
+    spool = Spool(tmp_path)
+    spool.put_all(DESTINATION, _payloads(_query(1)))
+    forgotten: list[str] = []
+    spool._db.set_trace_callback(lambda statement: forgotten.append(statement) if "DELETE" in statement else None)
+    transport = _FailingOnce(fail_at=4)
+    sender = Sender(spool, DESTINATION, transport, ErrorLog(), backoff=Backoff(first=0.1, most=0.1))
+    assert sender.close(30)
+    assert transport.events == [("default/job_1", kind) for kind in ("START", *["RUNNING"] * 4, "COMPLETE")]
+    assert len(forgotten) == 2, forgotten
+    assert ["[1, 2, 3]" in forgotten[0], "[4, 5, 6]" in forgotten[1]] == [True, True], forgotten
+    assert spool.pending().count == 0
+
+
+def _pausing_at_the_fourth(pause: Callable[[], object], paused: threading.Event) -> LineageReceiver:
+    """A receiver that keeps the fourth event it gets, sets ``paused``, and answers once ``pause`` returned."""
+    answered = []
+
+    def before_reply() -> None:
+        answered.append(1)
+        if len(answered) == 4:
+            paused.set()
+            pause()
+
+    return LineageReceiver(before_reply=before_reply)
+
+
+def test_closing_forgets_what_the_lane_delivered_and_keeps_its_send_under_way_leased(tmp_path: Path) -> None:
+    """The sender closes while the backend takes the batch's fourth event (2 s): the three it took are forgotten
+    then, not left for another sender to send again; the fourth stays leased until its request is over; the
+    next sender (a replay, the next enable()) sends the last two, and each event arrives once."""
+    fourth = threading.Event()
+    receiver = _pausing_at_the_fourth(lambda: time.sleep(2), fourth)
+    spool = Spool(tmp_path)
+    try:
+        spool.put_all(DESTINATION, _payloads(_query(1)))
+        first = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog())
+        assert fourth.wait(30)
+        assert not first.close(0)
+        assert spool.pending().count == 3, "the first three were forgotten at close"
+        assert Sender(spool, DESTINATION, _http(receiver.url), ErrorLog()).close(30)
+        copies = receiver.copies()
+    finally:
+        receiver.close()
+    assert len(receiver.events) == 6 and set(copies.values()) == {1}
+    assert spool.pending().count == 0
+
+
+SENDING = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from tests.unit.test_delivery_batches import DESTINATION, _http
+    from spark_lineage.delivery.sender import Sender
+    from spark_lineage.delivery.spool import Spool
+    from spark_lineage.worker import ErrorLog
+
+    Sender(Spool(Path(sys.argv[1])), DESTINATION, _http(sys.argv[2]), ErrorLog()).close(120)
+    """
+)
+
+
+def test_a_process_killed_in_the_middle_of_a_batch_loses_nothing(tmp_path: Path) -> None:
+    """SIGKILL while the backend takes the batch's fourth event: the three it took were not forgotten yet, so
+    the next sender sends them again (at least once: a copy, never a loss), with the rest, in order."""
+    release, fourth = threading.Event(), threading.Event()
+    receiver = _pausing_at_the_fourth(lambda: release.wait(30), fourth)
+    spool = Spool(tmp_path)
+    spool.put_all(DESTINATION, _payloads(_query(1)))
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", SENDING, str(tmp_path), receiver.url], cwd=root)
+    try:
+        assert fourth.wait(60)
+        child.kill()
+        child.wait(30)
+        release.set()
+        assert Sender(spool, DESTINATION, _http(receiver.url), ErrorLog()).close(30)
+        kinds = [event["eventType"] for event in receiver.events]
+    finally:
+        release.set()
+        receiver.close()
+    assert kinds[:4] == ["START", "RUNNING", "RUNNING", "RUNNING"], "what the killed process sent"
+    assert kinds[4:] == ["START", *["RUNNING"] * 4, "COMPLETE"], "all of it, again, in order"
+    assert spool.pending().count == 0
