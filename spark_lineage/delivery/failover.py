@@ -226,8 +226,8 @@ class FailoverSpool:
                     events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden, one_run=one_run)
                 if events:
                     return [_with_id(event, _encode(event.id, index)) for event in events]
-                if store.spool.pending(destination, exclude=hidden).count:
-                    return []
+                if index == len(stores) - 1 or store.spool.pending(destination, exclude=hidden).count:
+                    return []  # the last store, or one whose events must go before the next one's
             except Exception as error:  # noqa: BLE001
                 full = disk_problem(error) is DiskProblem.FULL
                 self._failed(store, error, "written" if full else "read")

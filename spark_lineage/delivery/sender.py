@@ -285,32 +285,37 @@ class Sender:
                 action()
 
     def _lease_and_send(self, lane: Lane, epoch: int) -> bool:
-        """Lease a batch and send it; False when there was nothing to lease."""
-        one_run = len(self._lanes) > 1  # a run per batch: other runs are left to the other lanes
+        """Lease a batch and send it. Whether to look for more at once: False when there was nothing to lease, and
+        for a lane alone when it delivered a batch smaller than :data:`BATCH` (it took all there was; what came
+        meanwhile left a :meth:`wake` for it)."""
+        alone = len(self._lanes) == 1
         with costs.stage(Stage.LEASE):
-            batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=one_run)
+            batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=not alone)
         if not batch:
             return False
-        with self._lock:
-            self._wake_one()  # there was work: there may be more, for another lane
-        self._send(lane, batch, epoch)
-        return True
+        if not alone:  # a run per batch: there may be more, for another lane
+            with self._lock:
+                self._wake_one()
+        delivered = self._send(lane, batch, epoch)
+        return not alone or not delivered or len(batch) >= BATCH
 
-    def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> None:
+    def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> bool:
+        """Send a batch in order; whether all of it was delivered (not on a failed send, nor a stop)."""
         try:
             for index, item in enumerate(batch):
                 if self._stopping.is_set():
                     self.spool.release([rest.id for rest in batch[index:]], lane.owner)
-                    break
+                    return False
                 error = self._send_one(lane, item)
                 if error is not None:  # kept in the spool, tried again after a pause
                     self._forget_delivered(lane)
                     self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
                     self._failed(error, epoch)
-                    break
+                    return False
                 self._succeeded(epoch)
                 if time.monotonic() - lane.delivered_since >= ACKNOWLEDGE_SECONDS:
                     self._forget_delivered(lane)
+            return True
         finally:
             self._forget_delivered(lane)
 
