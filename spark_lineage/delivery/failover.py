@@ -337,6 +337,23 @@ class FailoverSpool:
             except Exception as error:  # noqa: BLE001 - the leases end with this process
                 self._failed(store, error, "written")
 
+    def waiting(self, destination: str) -> bool:
+        """Whether an event for ``destination`` waits in a store that nobody holds (:meth:`Spool.waiting`); yes
+        when a store cannot say (a disk too full for leases keeps them in memory; a store that fails)."""
+        with self._lock:
+            stores = list(enumerate(self._stores))
+        for index, store in stores:
+            if not store.readable or self._closed:
+                continue
+            if store.kind is StoreKind.DISK and not store.writable:
+                return True
+            try:
+                if store.spool.waiting(destination, exclude=self._hidden_in(index)):
+                    return True
+            except Exception:  # noqa: BLE001 - the next lease finds out what is wrong with it
+                return True
+        return False
+
     def pending(self, destination: str | None = None) -> Pending:
         """What waits to be sent from this process's stores (not the copies it must not send)."""
         count, size, jobs = 0, 0, set[str]()

@@ -285,19 +285,21 @@ class Sender:
                 action()
 
     def _lease_and_send(self, lane: Lane, epoch: int) -> bool:
-        """Lease a batch and send it. Whether to look for more at once: False when there was nothing to lease, and
-        for a lane alone when it delivered a batch smaller than :data:`BATCH` (it took all there was; what came
-        meanwhile left a :meth:`wake` for it)."""
+        """Lease a batch and send it. Whether to look for more at once: not when there was nothing to lease, nor
+        after delivering a whole batch smaller than :data:`BATCH` when nothing else waited that nobody held (what
+        came meanwhile left a :meth:`wake`); with several lanes, a batch is one run's events, and when other
+        events wait, another lane is woken for them."""
         alone = len(self._lanes) == 1
         with costs.stage(Stage.LEASE):
             batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=not alone)
+            more = bool(batch) and not alone and self.spool.waiting(self.destination)
         if not batch:
             return False
-        if not alone:  # a run per batch: there may be more, for another lane
+        if more:
             with self._lock:
                 self._wake_one()
         delivered = self._send(lane, batch, epoch)
-        return not alone or not delivered or len(batch) >= BATCH
+        return more or not delivered or len(batch) >= BATCH
 
     def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> bool:
         """Send a batch in order; whether all of it was delivered (not on a failed send, nor a stop)."""

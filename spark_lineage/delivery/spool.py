@@ -632,6 +632,17 @@ class Spool:
 
     # --- looking ---------------------------------------------------------------------------------------
 
+    def waiting(self, destination: str, exclude: Collection[int] = ()) -> bool:
+        """Whether an event for ``destination`` waits that nobody holds, but the events ``exclude`` names (some
+        sender may lease it now, or may once the events before it went)."""
+        skip, skipped = _excluding(exclude)
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT 1 FROM events WHERE destination = ? AND {LEASE_FREE}{skip} LIMIT 1",
+                (destination, time.time(), *skipped),
+            ).fetchone()
+        return found is not None
+
     def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
         """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
         conditions, arguments = (["destination = ?"], [destination]) if destination else ([], [])

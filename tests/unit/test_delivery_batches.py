@@ -316,3 +316,23 @@ def test_a_process_killed_in_the_middle_of_a_batch_loses_nothing(tmp_path: Path)
     assert kinds[:4] == ["START", "RUNNING", "RUNNING", "RUNNING"], "what the killed process sent"
     assert kinds[4:] == ["START", *["RUNNING"] * 4, "COMPLETE"], "all of it, again, in order"
     assert spool.pending().count == 0
+
+
+# --- looking for work -----------------------------------------------------------------------------------------
+
+
+def test_waiting_says_whether_an_event_nobody_holds_is_left(tmp_path: Path) -> None:
+    """What a lane asks after taking a run, to know whether to wake another lane and to look again itself."""
+    spool = Spool(tmp_path)
+    assert not spool.waiting(DESTINATION)
+    spool.put_all(DESTINATION, _payloads([*_query(1), *_query(2)]))
+    assert spool.waiting(DESTINATION)
+    first = spool.lease(DESTINATION, "lane-0", 50, 60, one_run=True)
+    assert {event.job for event in first} == {"default/job_1"}
+    assert spool.waiting(DESTINATION), "the second query's run"
+    second = spool.lease(DESTINATION, "lane-1", 50, 60, one_run=True)
+    assert not spool.waiting(DESTINATION)
+    spool.release([second[-1].id], "lane-1")
+    assert spool.waiting(DESTINATION)
+    assert not spool.waiting(DESTINATION, exclude=[second[-1].id])
+    assert not spool.waiting("another destination")
