@@ -249,8 +249,11 @@ def _job_name(event: Event) -> str:
 
 def prepare(client: OpenLineageClient, event: Event) -> Event | None:
     """What openlineage-python's client does to an event before its transport sends it (environment and tag
-    facets, source location, dataset-name reduction, filters), done once, before the event is spooled."""
-    for step in ("add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet"):
+    facets, source location, dataset-name reduction, filters), done once, before the event is spooled. The
+    environment facet only when the client is configured to collect variables: without any, looking for them
+    is a pass over the process's whole environment per event that adds nothing."""
+    steps = ("add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet")
+    for step in steps if _collects_environment_variables(client) else steps[1:]:
         method = getattr(client, step, None)
         if method is not None:
             event = method(event)
@@ -259,3 +262,11 @@ def prepare(client: OpenLineageClient, event: Event) -> Event | None:
     if getattr(client, "_filters", None) and client.filter_event(event) is None:
         return None
     return event
+
+
+def _collects_environment_variables(client: OpenLineageClient) -> bool:
+    """Whether openlineage-python's client puts environment variables in events (``facets.environment_variables``
+    in its configuration; yes when its configuration does not say)."""
+    facets = getattr(getattr(client, "config", None), "facets", None)
+    variables = getattr(facets, "environment_variables", None)
+    return variables is None or bool(variables)

@@ -23,7 +23,7 @@ from openlineage.client.facet_v2 import job_type_job, sql_job
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 from openlineage.client.transport.transport import Transport
 
-from spark_lineage.delivery import Delivery, FailoverSpool
+from spark_lineage.delivery import Delivery, FailoverSpool, prepare
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
@@ -336,3 +336,25 @@ def test_waiting_says_whether_an_event_nobody_holds_is_left(tmp_path: Path) -> N
     assert spool.waiting(DESTINATION)
     assert not spool.waiting(DESTINATION, exclude=[second[-1].id])
     assert not spool.waiting("another destination")
+
+
+@pytest.mark.parametrize("variables", [[], ["SPARK_LINEAGE_TEST_CLUSTER"]])
+def test_openlineage_pythons_environment_facet_is_looked_for_only_when_configured(
+    variables: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_LINEAGE_TEST_CLUSTER", "c1")
+    client = OpenLineageClient(
+        transport=_http("http://127.0.0.1:9"), config={"facets": {"environment_variables": variables}}
+    )
+    looked = []
+    original = client.add_environment_facets
+    client.add_environment_facets = lambda event: (looked.append(1), original(event))[1]  # type: ignore[method-assign]
+    event = prepare(client, minimal_run_event(1))
+    assert event is not None
+    facet = (event.run.facets or {}).get("environmentVariables")
+    if variables:
+        assert looked == [1]
+        assert [(v.name, v.value) for v in facet.environmentVariables] == [("SPARK_LINEAGE_TEST_CLUSTER", "c1")]
+    else:
+        assert looked == [] and facet is None
+    assert "tags" in (event.run.facets or {}), "the other steps still run"
