@@ -6,12 +6,13 @@
 - :mod:`~spark_lineage.delivery.sender`: the thread that sends what the spool holds, with one backoff per
   backend;
 - :mod:`~spark_lineage.delivery.payloads`: events as the spool stores them;
-- :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, and how it is made to
-  leave retries to the spool;
+- :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, how it is made to
+  leave retries to the spool, and how a spooled event's JSON goes out through it as it is;
 - :mod:`~spark_lineage.delivery.replay`: sending what earlier processes left (``spark-lineage replay``);
 - :mod:`~spark_lineage.delivery.salvage`: reading what can still be read from a damaged spool file.
 
-:class:`Delivery` is what both engines (a Spark session's lineage, ``iceberg_facets``) hand their events to.
+:class:`Delivery` is what both engines (a Spark session's lineage, ``iceberg_facets``) hand their events to: one
+at a time, or the events of a query together, spooled in one transaction.
 """
 
 from __future__ import annotations
@@ -242,9 +243,12 @@ def where_events_go(transport: Any, spool: Spool | FailoverSpool) -> str:
 
 
 def _job_name(event: Event) -> str:
-    """An event's job as the spool names it."""
-    job = getattr(event, "job", None)
-    return f"{job.namespace}/{job.name}" if job is not None else "/"
+    """An event's job as the spool names it (``/`` for what has none, or is no event)."""
+    try:
+        job = getattr(event, "job", None)
+        return f"{job.namespace}/{job.name}" if job is not None else "/"
+    except Exception:  # noqa: BLE001 - counted lost all the same, under no name
+        return "/"
 
 
 def prepare(client: OpenLineageClient, event: Event) -> Event | None:
