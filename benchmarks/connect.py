@@ -20,7 +20,7 @@ HTTP to a loopback backend. Beside the wall time, per server process:
   CPU clock) and the JVM (``/proc/<pid>/stat``);
 - the drain: how long after the last write lineage took to have every event delivered;
 - from each measured query's end (its COMPLETE's ``eventTime``: Spark's ``SQLExecutionEnd`` time) to the moment
-  its COMPLETE was stored in the spool (``Spool.put`` returned), p50 and p95, and how many of them carry column
+  its COMPLETE was stored in the spool (``Spool.put_all`` returned), p50 and p95, and how many of them carry column
   lineage (a worker far behind reports queries without it: past ``python.columnLineage.budgetMillis``).
 
 ``--threads`` also shows which of the JVM's threads lineage keeps busy: CPU per query of each thread name (from
@@ -152,7 +152,7 @@ def _write_inputs(spark: Any, inputs: Path) -> None:
 
 
 class SpoolClock:
-    """Notes when each event was stored in the spool (``Spool.put`` returned), by wrapping it: the payloads are
+    """Notes when each event was stored in the spool (``Spool.put_all`` returned), by wrapping it: the payloads are
     read only once the measurement is over."""
 
     def __init__(self) -> None:
@@ -161,15 +161,16 @@ class SpoolClock:
     def install(self) -> None:
         from spark_lineage.delivery.spool import Spool
 
-        original = Spool.put
+        original = Spool.put_all
         stored = self.stored
 
-        def put(spool: Any, destination: str, run_id: str, job: str, application: bool, payload: str) -> Any:
-            result = original(spool, destination, run_id, job, application, payload)
-            stored.append((time.time(), payload))
+        def put_all(spool: Any, destination: str, payloads: Any) -> Any:
+            result = original(spool, destination, payloads)
+            now = time.time()
+            stored.extend((now, payload.json) for payload in payloads)
             return result
 
-        Spool.put = put  # type: ignore[method-assign]
+        Spool.put_all = put_all  # type: ignore[method-assign]
 
     def measured_completes(self) -> list[tuple[float, bool]]:
         """For each measured query's COMPLETE: seconds from the query's end to its storing, and whether it has
@@ -351,7 +352,7 @@ STAGES = (
     ("/session.py", "_lineage", "analysis: datasets and column lineage"),
     ("connect/sessions.py", "for_query", "Connect identity: the session's settings read"),
     ("/events.py", "query_events", "events built"),
-    ("delivery/__init__.py", "submit", "events spooled (Delivery.submit)"),
+    ("delivery/__init__.py", "submit_all", "events spooled (Delivery.submit_all)"),
 )
 """The analysis thread's work: the file and function cProfile names, and what they do (after the line "in
 all:", the stages of a query)."""

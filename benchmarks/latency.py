@@ -59,8 +59,8 @@ STAGES = (
     ("built", "events built"),
     ("spooled", "COMPLETE spooled (JSON, redaction, sqlite)"),
     ("leased", "sender leases it"),
-    ("sending", "send starts (payload read back)"),
-    ("emitting", "transport.emit called"),
+    ("sending", "send starts"),
+    ("emitting", "the transport called (the lane's emit)"),
     ("sent", "HTTP send answered"),
     ("arrived", "arrived at the receiver"),
 )
@@ -190,13 +190,16 @@ class StageClock:
         wrap(EventBuilder, "query_events", None, lambda *a: clock.mark("built"))
         wrap(
             Delivery,
-            "submit",
+            "submit_all",
             None,
-            lambda result, delivery, event: clock.mark("spooled") if is_complete(event) else None,
+            lambda result, delivery, events: clock.mark("spooled") if any(map(is_complete, events)) else None,
         )
 
+        def spooled_complete(payload: str) -> bool:
+            return '"eventType": "COMPLETE"' in payload and "out_" in payload
+
         def leased(batch: Any, *args: Any) -> None:
-            if any('"eventType": "COMPLETE"' in item.payload and "out_" in item.payload for item in batch):
+            if any(spooled_complete(item.payload) for item in batch):
                 clock.mark("leased")
 
         wrap(spool.Spool, "lease", None, leased)
@@ -207,27 +210,24 @@ class StageClock:
             return original_sending(*args)
 
         sender.logs.sending = sending  # type: ignore[assignment]
-        original_emit: dict[int, Callable[..., Any]] = {}
 
-        def watch_transport(transport: Any) -> None:
-            if id(transport) in original_emit:
-                return
-            emit = transport.emit
-            original_emit[id(transport)] = emit
+        def watch_lanes(instance: Any) -> None:
+            for lane in instance._lanes:
+                emit = lane.emit
 
-            def timed_emit(event: Any) -> Any:
-                complete = is_complete(event)
-                if complete:
-                    clock.current["sending"] = clock.current.pop("_send_started", time.time())
-                    clock.mark("emitting")
-                result = emit(event)
-                if complete and "emitting" in clock.current:
-                    clock.mark("sent")
-                return result
+                def timed_emit(payload: str, emit: Callable[[str], Any] = emit) -> Any:
+                    complete = spooled_complete(payload)
+                    if complete:
+                        clock.current["sending"] = clock.current.pop("_send_started", time.time())
+                        clock.mark("emitting")
+                    result = emit(payload)
+                    if complete and "emitting" in clock.current:
+                        clock.mark("sent")
+                    return result
 
-            transport.emit = timed_emit
+                lane.emit = timed_emit
 
-        wrap(sender.Sender, "__init__", None, lambda result, instance, *a, **k: watch_transport(instance.transport))
+        wrap(sender.Sender, "__init__", None, lambda result, instance, *a, **k: watch_lanes(instance))
 
 
 def measure(sizes: tuple[int, ...], queries: int, warmup: int, stages: bool) -> dict[str, Any]:

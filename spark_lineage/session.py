@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -326,8 +326,7 @@ class LineageRuntime:
         self.analysis_worker.close(deadline.seconds())
         self.stream_worker.close(deadline.seconds())
         # Connect sessions still open end with the server: their runs are aborted.
-        for event in self.connect.end_all(RunState.ABORT, int(time.time() * 1000)):
-            self._deliver(event)
+        self._deliver(self.connect.end_all(RunState.ABORT, int(time.time() * 1000)))
         if not ending_first:
             self.delivery.submit(ending)
         self.delivery.close(deadline.seconds())
@@ -440,8 +439,7 @@ class LineageRuntime:
                     *identity.first,
                     *identity.builder.query_events(query, lineage, run_facets=identity.run_facets),
                 ]
-        for event in events:
-            self._deliver(event)
+        self._deliver(events)
 
     def _session_event(self, pending: PendingSessionEvent) -> None:
         """A query of another session of the context (reported as this session's are), or a Spark Connect
@@ -453,8 +451,7 @@ class LineageRuntime:
         if isinstance(item, PendingQuery):
             self._report_query(item)
         elif isinstance(item, ConnectSessionStarted):
-            for event in self.connect.started(item):
-                self._deliver(event)
+            self._deliver(self.connect.started(item))
             if self._iceberg_catalogs and self.iceberg_reporter.active:
                 try:
                     self.bridge.install_iceberg_reporter_in_connect_session(
@@ -463,11 +460,9 @@ class LineageRuntime:
                 except Exception as exc:  # noqa: BLE001 - the session's lineage without Iceberg metrics
                     self.errors.report("adding the Iceberg metrics reporter to a Connect session", exc)
         elif isinstance(item, ConnectClient):
-            for event in self.connect.client(item):
-                self._deliver(event)
+            self._deliver(self.connect.client(item))
         elif isinstance(item, ConnectSessionEnded):
-            for event in self.connect.ended(item):
-                self._deliver(event)
+            self._deliver(self.connect.ended(item))
 
     def _capture(self, pending: PendingQuery) -> CapturedQuery | None:
         """A finished query as plain data (``None``: not reported), recorded when recording is on. Read without
@@ -531,10 +526,12 @@ class LineageRuntime:
             self.errors.report("analyzing a query", exc)
             return QueryLineage(errors=[f"analysis failed: {exc!r}"])
 
-    def _deliver(self, event: RunEvent) -> None:
-        if event.eventType in (RunState.COMPLETE, RunState.FAIL):
-            _recent_runs.append(RunSummary.of(event))
-        self.delivery.submit(event)
+    def _deliver(self, events: Sequence[RunEvent]) -> None:
+        """Spool events together (one transaction: see :meth:`Delivery.submit_all`)."""
+        for event in events:
+            if event.eventType in (RunState.COMPLETE, RunState.FAIL):
+                _recent_runs.append(RunSummary.of(event))
+        self.delivery.submit_all(events)
 
     def _rdd_job(self, pending: PendingJob) -> None:
         """Keep a job's start until its end; then report it, as openlineage-spark does, if it wrote files or
@@ -562,8 +559,7 @@ class LineageRuntime:
                 self.errors.report("reading an RDD job's task metrics", exc)
             else:
                 add_job_statistics(lineage, io)
-        for event in self.events.rdd_job_events(start, job, lineage):
-            self._deliver(event)
+        self._deliver(self.events.rdd_job_events(start, job, lineage))
 
     def _keep_iceberg_report(self, pending: PendingReport) -> None:
         """Hold an Iceberg report for the query that caused it: Iceberg reports during the query, Spark calls

@@ -21,7 +21,7 @@ import dataclasses
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +96,7 @@ class StreamTracker:
         events: EventBuilder,
         capture: Callable[[PendingQuery], CapturedQuery | None],
         analyze: Callable[[CapturedQuery], QueryLineage],
-        deliver: Callable[[RunEvent], None],
+        deliver: Callable[[Sequence[RunEvent]], None],
         errors: ErrorLog,
     ) -> None:
         self._bridge = bridge
@@ -125,7 +125,7 @@ class StreamTracker:
         self._streams[started.query_id] = _Stream(run, self._bridge.streams.query(started.query_id))
         while len(self._streams) > _STREAMS_KEPT:  # queries whose end we never heard of
             self._streams.pop(next(iter(self._streams)))
-        self._deliver(self._events.stream_event(RunState.START, start_ms, run, None))
+        self._deliver([self._events.stream_event(RunState.START, start_ms, run, None)])
 
     def _progress(self, pending: PendingStreamEvent) -> None:
         progress = json.loads(self._bridge.streams.progress_json(pending.event))
@@ -135,7 +135,7 @@ class StreamTracker:
         if stream.lineage is None:
             self._read_plan(stream, pending.at_ms)
             if stream.lineage is not None:
-                self._deliver(self._events.stream_event(RunState.RUNNING, pending.at_ms, stream.run, stream.lineage))
+                self._deliver([self._events.stream_event(RunState.RUNNING, pending.at_ms, stream.run, stream.lineage)])
         batch = MicroBatch.from_progress(progress)
         if batch.ran and stream.batch is not None and stream.lineage is not None:
             query = dataclasses.replace(
@@ -144,8 +144,7 @@ class StreamTracker:
                 end_ms=batch.end_ms,
                 metrics={} if batch.output_rows is None else {"numOutputRows": batch.output_rows},
             )
-            for event in self._events.query_events(query, stream.lineage, parent=stream.run, streaming=True):
-                self._deliver(event)
+            self._deliver(self._events.query_events(query, stream.lineage, parent=stream.run, streaming=True))
 
     def _terminated(self, pending: PendingStreamEvent) -> None:
         terminated = self._bridge.streams.terminated(pending.event)
@@ -156,7 +155,7 @@ class StreamTracker:
             self._read_plan(stream, pending.at_ms)
         state = RunState.FAIL if terminated.error else RunState.COMPLETE
         self._deliver(
-            self._events.stream_event(state, pending.at_ms, stream.run, stream.lineage, error=terminated.error)
+            [self._events.stream_event(state, pending.at_ms, stream.run, stream.lineage, error=terminated.error)]
         )
 
     def _read_plan(self, stream: _Stream, now_ms: int) -> None:

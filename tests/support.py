@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gzip
 import importlib.util
 import json
 import os
@@ -160,6 +161,8 @@ class LineageReceiver:
         """The path of each request, with its query (url parameters), in arrival order."""
         self.headers: list[dict[str, str]] = []
         """The headers of each request, in arrival order."""
+        self.bodies: list[bytes] = []
+        """The body of each request as it arrived (gzip-compressed ones too), in arrival order."""
         self.events_answered = 0
         self.in_flight = 0
         self.most_in_flight = 0
@@ -209,11 +212,12 @@ class LineageReceiver:
                     receiver.authorizations.append(self.headers.get("Authorization"))
                     receiver.paths.append(self.path)
                     receiver.headers.append(dict(self.headers.items()))
+                    receiver.bodies.append(body)
                     refused = receiver.requests <= receiver.refuse_first
                 if refused:
                     self._answer(503)
                     return
-                event = json.loads(body)
+                event = json.loads(gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body)
                 # While the client still holds its end of the connection.
                 senders = sender_pids(self.client_address[1]) if receiver.track_senders else frozenset()
                 try:

@@ -6,12 +6,13 @@
 - :mod:`~spark_lineage.delivery.sender`: the thread that sends what the spool holds, with one backoff per
   backend;
 - :mod:`~spark_lineage.delivery.payloads`: events as the spool stores them;
-- :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, and how it is made to
-  leave retries to the spool;
+- :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, how it is made to
+  leave retries to the spool, and how a spooled event's JSON goes out through it as it is;
 - :mod:`~spark_lineage.delivery.replay`: sending what earlier processes left (``spark-lineage replay``);
 - :mod:`~spark_lineage.delivery.salvage`: reading what can still be read from a damaged spool file.
 
-:class:`Delivery` is what both engines (a Spark session's lineage, ``iceberg_facets``) hand their events to.
+:class:`Delivery` is what both engines (a Spark session's lineage, ``iceberg_facets``) hand their events to: one
+at a time, or the events of a query together, spooled in one transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,23 +107,30 @@ class Delivery:
 
     def submit(self, event: Event) -> None:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""
-        if not self.enabled:
+        self.submit_all((event,))
+
+    def submit_all(self, events: Sequence[Event]) -> None:
+        """Spool ``events`` in order, in one transaction (a query's events: its START, RUNNING and end), and let
+        the sender know once. An event that cannot be built is counted lost by its job, and the others go on.
+        Never raises."""
+        if not self.enabled or not events:
+            return
+        payloads = []
+        for event in events:
+            try:
+                with costs.stage(Stage.ENRICHMENT):
+                    prepared = prepare(self.client, event)
+                if prepared is not None:
+                    payloads.append(to_payload(prepared, self.redactor, self.producer))
+            except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
+                self._lost([_job_name(event)], error)
+        if not payloads:
             return
         try:
-            with costs.stage(Stage.ENRICHMENT):
-                prepared = prepare(self.client, event)
-            if prepared is None:
-                return
-            payload = to_payload(prepared, self.redactor, self.producer)
             with costs.stage(Stage.SPOOL_WRITE):
-                stored = self.spool.put(
-                    self.destination, payload.run_id, payload.job, payload.application, payload.json
-                )
+                stored = self.spool.put_all(self.destination, payloads)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
-            self._errors.report("spooling an event", error)
-            job = getattr(event, "job", None)
-            name = f"{job.namespace}/{job.name}" if job is not None else "/"  # as the spool names it
-            self.spool.lost(name, f"it could not be built or spooled ({one_line(error)})")  # counted at the end
+            self._lost([payload.job for payload in payloads], error)
             return
         dropped = stored.dropped
         if dropped.count:
@@ -133,6 +142,12 @@ class Delivery:
                 f"{', '.join(sorted(dropped.jobs))}); application-run events are kept",
             )
         self.sender.wake()
+
+    def _lost(self, jobs: list[str], error: Exception) -> None:
+        """Events of ``jobs`` that could not be built or spooled: said once, and counted at the end."""
+        self._errors.report("spooling an event", error)
+        for job in jobs:
+            self.spool.lost(job, f"it could not be built or spooled ({one_line(error)})")
 
     def description(self) -> str:
         """Where events go, for people (see :func:`where_events_go`)."""
@@ -227,14 +242,22 @@ def where_events_go(transport: Any, spool: Spool | FailoverSpool) -> str:
     return f"events go to {target} ({spooled})"
 
 
+def _job_name(event: Event) -> str:
+    """An event's job as the spool names it (``/`` for what has none, or is no event)."""
+    try:
+        job = getattr(event, "job", None)
+        return f"{job.namespace}/{job.name}" if job is not None else "/"
+    except Exception:  # noqa: BLE001 - counted lost all the same, under no name
+        return "/"
+
+
 def prepare(client: OpenLineageClient, event: Event) -> Event | None:
     """What openlineage-python's client does to an event before its transport sends it (environment and tag
-    facets, source location, dataset-name reduction, filters), done once, before the event is spooled."""
-    steps = ["update_event_tags_facets", "add_source_code_location_facet"]
-    # It reads the whole environment for the variables its configuration names: none named, it does nothing.
-    if _environment_variables_named(client):
-        steps.insert(0, "add_environment_facets")
-    for step in steps:
+    facets, source location, dataset-name reduction, filters), done once, before the event is spooled. The
+    environment facet only when the client is configured to collect variables: without any, looking for them
+    is a pass over the process's whole environment per event that adds nothing."""
+    steps = ("add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet")
+    for step in steps if _collects_environment_variables(client) else steps[1:]:
         method = getattr(client, step, None)
         if method is not None:
             event = method(event)
@@ -245,8 +268,9 @@ def prepare(client: OpenLineageClient, event: Event) -> Event | None:
     return event
 
 
-def _environment_variables_named(client: OpenLineageClient) -> bool:
-    """Whether the client's configuration names environment variables to add to each run (``True`` when it
-    cannot tell)."""
-    facets = getattr(client.config, "facets", None)
-    return bool(getattr(facets, "environment_variables", True))
+def _collects_environment_variables(client: OpenLineageClient) -> bool:
+    """Whether openlineage-python's client puts environment variables in events (``facets.environment_variables``
+    in its configuration; yes when its configuration does not say)."""
+    facets = getattr(getattr(client, "config", None), "facets", None)
+    variables = getattr(facets, "environment_variables", None)
+    return variables is None or bool(variables)

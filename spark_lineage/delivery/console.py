@@ -3,16 +3,20 @@
 openlineage-python's console transport (also what it falls back to when nothing is configured) writes each
 event to an INFO log record, which nobody sees unless logging is set up for it: in a notebook or a plain
 ``spark-submit`` the events vanish without a word. This one still logs the JSON as before, and prints a short
-line per event, so "no configuration" shows what lineage would send.
+line per event, so "no configuration" shows what lineage would send. It takes a spooled event's JSON as it is
+too (:meth:`PrintingConsoleTransport.emit_json`): the record holds the text the spool holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from openlineage.client.transport.console import ConsoleConfig, ConsoleTransport
+from openlineage.client.transport.console import log as console_log
 from openlineage.client.transport.transport import Transport
 
 
@@ -24,33 +28,51 @@ class PrintingConsoleTransport(ConsoleTransport):
 
     def emit(self, event: Any) -> None:
         super().emit(event)
+        self._print(summary_line(event))
+
+    def emit_json(self, text: str) -> None:
+        """Send a spooled event: its JSON as it is, to the log record ``emit`` writes, and its line."""
+        console_log.info(text)
+        self._print(summary_line(json.loads(text)))
+
+    @staticmethod
+    def _print(line: str) -> None:
         # The spool hands over events it already redacted, so the line holds no secret.
         # A closed stdout (a kernel gone) must not make a delivered event count as failed and be sent again.
         with contextlib.suppress(OSError, ValueError):
-            print(summary_line(event), file=sys.stdout, flush=True)
+            print(line, file=sys.stdout, flush=True)
 
 
 def summary_line(event: Any) -> str:
     """``OpenLineage COMPLETE ns/job run <id>: in1, in2 -> out``: what one event is about, without facets
-    (datasets on the event that ends a run only)."""
-    kind = getattr(getattr(event, "eventType", None), "value", None) or type(event).__name__
-    job = getattr(event, "job", None)
+    (datasets on the event that ends a run only). ``event``: openlineage-python's, or its JSON document."""
+    state = _field(event, "eventType")
+    if isinstance(event, Mapping):
+        kind = state or ("DatasetEvent" if "dataset" in event else "JobEvent" if "run" not in event else "RunEvent")
+    else:
+        kind = getattr(state, "value", None) or type(event).__name__
+    job = _field(event, "job")
     parts = [f"OpenLineage {kind}"]
     if job is not None:
-        parts.append(f"{job.namespace}/{job.name}")
-    run = getattr(event, "run", None)
+        parts.append(f"{_field(job, 'namespace')}/{_field(job, 'name')}")
+    run = _field(event, "run")
     if run is not None:
-        parts.append(f"run {run.runId}")
+        parts.append(f"run {_field(run, 'runId')}")
     line = " ".join(parts)
     if kind in ("START", "RUNNING"):  # the run's end says what it read and wrote: one long line, not four
         return line
-    inputs = [_dataset(d) for d in getattr(event, "inputs", None) or ()]
-    outputs = [_dataset(d) for d in getattr(event, "outputs", None) or ()]
-    if getattr(event, "dataset", None) is not None:
-        outputs.append(_dataset(event.dataset))
+    inputs = [_dataset(d) for d in _field(event, "inputs") or ()]
+    outputs = [_dataset(d) for d in _field(event, "outputs") or ()]
+    if _field(event, "dataset") is not None:
+        outputs.append(_dataset(_field(event, "dataset")))
     if inputs or outputs:
         line += f": {', '.join(inputs) or '(no inputs)'} -> {', '.join(outputs) or '(no outputs)'}"
     return line
+
+
+def _field(part: Any, name: str) -> Any:
+    """A field of an event or of a part of it, as an object or as its JSON."""
+    return part.get(name) if isinstance(part, Mapping) else getattr(part, name, None)
 
 
 def dataset_label(namespace: str, name: str) -> str:
@@ -60,7 +82,7 @@ def dataset_label(namespace: str, name: str) -> str:
 
 
 def _dataset(dataset: Any) -> str:
-    return dataset_label(dataset.namespace, dataset.name)
+    return dataset_label(_field(dataset, "namespace"), _field(dataset, "name"))
 
 
 def visible(transport: Transport) -> Transport:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_lineage.delivery.payloads import Payload
 from spark_lineage.delivery.spool import (
     DEFAULT_MAX_BYTES,
     DiskProblem,
@@ -43,6 +44,7 @@ from spark_lineage.delivery.spool import (
     Spool,
     SpooledEvent,
     Stored,
+    StoredAll,
     disk_problem,
     set_aside,
 )
@@ -173,9 +175,15 @@ class FailoverSpool:
                     self._failed(disk, error, "written")
 
     def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
-        """Spool one event: on disk if it can be, else in memory (and an application run's event also in the
-        disk's held-back room). Never raises for a disk's sake."""
-        event = (destination, run_id, job, application, payload)
+        """Spool one event (see :meth:`put_all`)."""
+        stored = self.put_all(destination, [Payload(payload, run_id, job, application)])
+        return Stored(stored.ids[0], stored.dropped)
+
+    def put_all(self, destination: str, payloads: Sequence[Payload]) -> StoredAll:
+        """Spool events in order, in one transaction: all on disk if they can be, else all in memory (and each
+        application run's event also in the disk's held-back room): a disk that fails in the middle of them
+        keeps none of them, and the store after it gets every one, so a run's events stay in order. Never
+        raises for a disk's sake."""
         with self._lock:
             for _ in range(2):  # once more on a fresh spool, when the first one was found damaged
                 disk = self._writable_disk()
@@ -185,15 +193,17 @@ class FailoverSpool:
                     self._failed(disk, sqlite3.OperationalError("database or disk is full"), "written")
                     break
                 try:
-                    return self._owned(disk, disk.spool.put(*event), job)
+                    return self._owned(disk, disk.spool.put_all(destination, payloads), payloads)
                 except Exception as error:  # noqa: BLE001
                     self._failed(disk, error, "written")
-            stored = self._owned(self._memory(), self._memory().spool.put(*event), job)
-            if application:
-                twin = self._into_reserve(event)
-                if twin is not None:
-                    self._twins[stored.id] = twin
-                    self._hidden.add(twin)
+            memory = self._memory()
+            stored = self._owned(memory, memory.spool.put_all(destination, payloads), payloads)
+            for event_id, payload in zip(stored.ids, payloads):
+                if payload.application:
+                    twin = self._into_reserve(destination, payload)
+                    if twin is not None:
+                        self._twins[event_id] = twin
+                        self._hidden.add(twin)
             return stored
 
     def lease(
@@ -216,8 +226,8 @@ class FailoverSpool:
                     events = store.spool.lease(destination, owner, limit, seconds, exclude=hidden, one_run=one_run)
                 if events:
                     return [_with_id(event, _encode(event.id, index)) for event in events]
-                if store.spool.pending(destination, exclude=hidden).count:
-                    return []
+                if index == len(stores) - 1 or store.spool.pending(destination, exclude=hidden).count:
+                    return []  # the last store, or one whose events must go before the next one's
             except Exception as error:  # noqa: BLE001
                 full = disk_problem(error) is DiskProblem.FULL
                 self._failed(store, error, "written" if full else "read")
@@ -247,29 +257,41 @@ class FailoverSpool:
         return events
 
     def acknowledge(self, event_id: int) -> None:
-        """The backend has it: forget it, and count it as delivered if it was this process's."""
-        index, raw = _decode(event_id)
-        store = self._store(index)
-        if store is not None and not self._closed:
+        """The backend has it: forget it (see :meth:`acknowledge_all`)."""
+        self.acknowledge_all([event_id])
+
+    def acknowledge_all(self, event_ids: Sequence[int]) -> None:
+        """The backend has them: forget them (in one transaction per store), and count this process's as
+        delivered. A disk that cannot record it still never sends them again from here; they are forgotten at
+        :meth:`close`."""
+        for index, raw_ids in _by_store(event_ids).items():
+            store = self._store(index)
+            if store is None or self._closed:
+                continue
             for attempt in range(2):
                 try:
-                    store.spool.acknowledge(raw)
+                    store.spool.acknowledge_all(raw_ids)
                     break
                 except Exception as error:  # noqa: BLE001
                     if attempt == 0 and disk_problem(error) is DiskProblem.FULL:
                         store.spool.make_room()  # forgetting an event frees room; its log needs a little first
                         continue
-                    with self._lock:  # sent all the same: never send it again from here; forgotten at close
-                        self._hidden.add(event_id)
-                        self._unforgotten.add(event_id)
+                    with self._lock:  # sent all the same: never send them again from here; forgotten at close
+                        unforgotten = [_encode(raw, index) for raw in raw_ids]
+                        self._hidden.update(unforgotten)
+                        self._unforgotten.update(unforgotten)
                     self._failed(store, error, "written")
+        twins = []
         with self._lock:
-            self._held.pop(event_id, None)
-            if self._own.jobs.pop(event_id, None) is not None:
-                self._own.delivered += 1
-            twin = self._twins.pop(event_id, None)
-        if twin is not None:
-            self.acknowledge(twin)
+            for event_id in event_ids:
+                self._held.pop(event_id, None)
+                if self._own.jobs.pop(event_id, None) is not None:
+                    self._own.delivered += 1
+                twin = self._twins.pop(event_id, None)
+                if twin is not None:
+                    twins.append(twin)
+        if twins:
+            self.acknowledge_all(twins)
 
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
         with self._lock:
@@ -314,6 +336,23 @@ class FailoverSpool:
                 store.spool.release_owned(owner, mine)
             except Exception as error:  # noqa: BLE001 - the leases end with this process
                 self._failed(store, error, "written")
+
+    def waiting(self, destination: str) -> bool:
+        """Whether an event for ``destination`` waits in a store that nobody holds (:meth:`Spool.waiting`); yes
+        when a store cannot say (a disk too full for leases keeps them in memory; a store that fails)."""
+        with self._lock:
+            stores = list(enumerate(self._stores))
+        for index, store in stores:
+            if not store.readable or self._closed:
+                continue
+            if store.kind is StoreKind.DISK and not store.writable:
+                return True
+            try:
+                if store.spool.waiting(destination, exclude=self._hidden_in(index)):
+                    return True
+            except Exception:  # noqa: BLE001 - the next lease finds out what is wrong with it
+                return True
+        return False
 
     def pending(self, destination: str | None = None) -> Pending:
         """What waits to be sent from this process's stores (not the copies it must not send)."""
@@ -503,7 +542,7 @@ class FailoverSpool:
                     return None  # once in memory, a run's later events must not jump ahead of it on disk
         return None
 
-    def _into_reserve(self, event: tuple[str, str, str, bool, str]) -> int | None:
+    def _into_reserve(self, destination: str, payload: Payload) -> int | None:
         """Spool an application run's event on the newest disk that can still be read, in the room held back
         there when the disk is full: the id of that copy, or ``None``."""
         with self._lock:
@@ -513,23 +552,26 @@ class FailoverSpool:
         index, store = disks[-1]
         for _ in range(2):
             try:
-                return _encode(store.spool.put(*event).id, index)
+                return _encode(store.spool.put_all(destination, [payload]).ids[0], index)
             except Exception as error:
                 if disk_problem(error) is not DiskProblem.FULL or not store.spool.release_reserve():
                     log.debug("%s: an application event could not be kept on disk", self.label, exc_info=error)
                     return None
         return None
 
-    def _owned(self, store: _Store, stored: Stored, job: str) -> Stored:
+    def _owned(self, store: _Store, stored: StoredAll, payloads: Sequence[Payload]) -> StoredAll:
+        """``stored`` with the ids of this process's stores; its events are this process's own, and the ones that
+        made room for them (some of them, perhaps) are lost."""
         index = self._stores.index(store)
-        event_id = _encode(stored.id, index)
+        ids = [_encode(raw, index) for raw in stored.ids]
         dropped = Dropped(stored.dropped.count, stored.dropped.jobs, [_encode(i, index) for i in stored.dropped.ids])
-        self._own.jobs[event_id] = job
+        for event_id, payload in zip(ids, payloads):
+            self._own.jobs[event_id] = payload.job
         for gone in dropped.ids:
             lost_job = self._own.jobs.pop(gone, None)
             if lost_job is not None:
                 self._own.lost.append(Lost(lost_job, f"the spool was full (python.spool.maxBytes={self.max_bytes})"))
-        return Stored(event_id, dropped)
+        return StoredAll(ids, dropped)
 
     def _store(self, index: int) -> _Store | None:
         with self._lock:

@@ -10,7 +10,9 @@ transport (its ``emit`` does the sending: message key, serialization, settings),
   A message not acknowledged in time, or by ``close()``, is purged from the producer's queue, so it does not
   reach the broker later behind the spool's back (delivery stays at least once: a broker that stored it
   without answering in time gets it again);
-- the message key follows the ``parent`` facet of the spool's events too, whose facets are plain mappings.
+- the message key follows the ``parent`` facet of the spool's events too, whose facets are plain mappings;
+- a spooled event's JSON is sent as it is (:meth:`AcknowledgedKafkaTransport.emit_json`), with the key ``emit``
+  gives the event, read from the JSON.
 
 The spool's transports are made through :func:`acknowledged`, which names this class for every ``kafka``
 transport (also inside composite and transform transports); openlineage-python's own ``kafka`` transport is
@@ -21,14 +23,16 @@ is down would print one per reconnection: the sender reports a failed send once,
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attr
 from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
+from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.extras import install_hint
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -75,13 +79,32 @@ class AcknowledgedKafkaTransport(KafkaTransport):
             self.producer = _ReportingProducer(self.producer)  # type: ignore[assignment]
 
     def emit(self, event: Any) -> None:
+        # openlineage-python's emit produces through _ReportingProducer and, with ``flush`` (the default), waits.
+        self._acknowledged(lambda: KafkaTransport.emit(self, event))
+
+    def emit_json(self, text: str) -> None:
+        """Send a spooled event: its JSON as it is, keyed as :meth:`emit` keys the event it holds."""
+        if self._is_airflow_sqlalchemy:  # openlineage-python closes its producer after each event there
+            self.emit(from_payload(text))
+            return
+        key = self.message_key or self._message_key_of(json.loads(text))
+
+        def produce() -> None:
+            assert self.producer is not None
+            self.producer.produce(topic=self.topic, key=key, value=text.encode("utf-8"))
+
+        self._acknowledged(produce)
+
+    def _acknowledged(self, produce: Callable[[], object]) -> None:
+        """``produce`` one message, then wait for the broker's acknowledgement until the timeout: raise unless it
+        came, and purge the message when it did not."""
         deadline = time.monotonic() + self.timeout
         self._librdkafka.last_error = None
         if self.producer is None:
             self._setup_producer(self.kafka_config.config)
         producer = self.producer
         assert isinstance(producer, _ReportingProducer)
-        super().emit(event)  # produces through _ReportingProducer and, with ``flush`` (the default), waits
+        produce()
         report = producer.last
         if report is None:
             raise KafkaDeliveryError("the Kafka producer was not asked to send the event")
@@ -96,6 +119,22 @@ class AcknowledgedKafkaTransport(KafkaTransport):
             )
         if report.error is not None:
             raise KafkaDeliveryError(f"the broker refused the event: {report.error}")
+
+    def _message_key_of(self, document: Mapping[str, Any]) -> str | None:
+        """The message key openlineage-python gives the event ``document`` holds (``_get_message_key``): its
+        dataset, its job, or for a run its root or parent job when it has one, else its own job."""
+        dataset = document.get("dataset")
+        if isinstance(dataset, Mapping):
+            return f"dataset:{dataset.get('namespace')}/{dataset.get('name')}"
+        job = document.get("job") or {}
+        run = document.get("run")
+        if not isinstance(run, Mapping):
+            return f"job:{job.get('namespace')}/{job.get('name')}"
+        parent = (run.get("facets") or {}).get("parent")
+        namespace, name = self._get_run_message_key_args_from_parent_run_facet(parent) if parent else (None, None)
+        if namespace and name:
+            return f"run:{namespace}/{name}"
+        return f"run:{job.get('namespace')}/{job.get('name')}"
 
     def close(self, timeout: float = -1) -> bool:
         """Wait (bounded, as :meth:`wait_for_completion`) for what is in flight, then drop what the broker has not

@@ -18,7 +18,10 @@ that ran out makes the sender wait that much longer for the events after it too:
 timeout gets one second copy, not a copy of every event, nor a flood of them.
 
 Delivery is at least once: an event the backend stored but did not acknowledge (it answered after the
-timeout, or the process died before the answer) is sent again.
+timeout, or the process died before the answer) is sent again. What a batch delivered is forgotten in one
+transaction: when the batch ends, when a send fails, when the sender closes, or once the first of them waited
+:data:`ACKNOWLEDGE_SECONDS`; until then a delivered event stays leased to its lane, so only a process that died
+meanwhile leaves it to be sent again (by the next sender: at most a batch of copies, never a loss).
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from openlineage.client.transport.http import HttpTransport
 from spark_lineage import costs, logs
 from spark_lineage.costs import Stage
 from spark_lineage.delivery.failover import FailoverSpool
-from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.delivery.spool import InFlight, Spool, SpooledEvent, lease_owner
+from spark_lineage.delivery.transports import SpooledEmit, spooled_emitter
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")
@@ -49,6 +52,8 @@ MAX_TIMEOUT_DOUBLINGS = 3
 """An event's timeout doubles with each attempt, up to 2**3 = 8 times the configured one."""
 JOIN_SECONDS = 0.2
 """How long :meth:`Sender.close` waits for its lanes' threads, in all."""
+ACKNOWLEDGE_SECONDS = 1.0
+"""The longest a delivered event waits to be forgotten with the rest of its batch (a slow backend's batch)."""
 
 
 class Backoff:
@@ -108,9 +113,18 @@ class Lane:
     transport: Any
     own_transport: bool
     """Whether ``transport`` is the lane's own copy (closed with the lane), or the caller's."""
+    emit: SpooledEmit
+    """Sends a spooled event's JSON through ``transport`` (as it is, where the transport sends text)."""
     wake: threading.Event = field(default_factory=threading.Event)
     in_flight: InFlight | None = None
     """The event this lane is sending right now, and until when that send can go on."""
+    delivered: list[int] = field(default_factory=list)
+    """Events the backend took that are not forgotten yet (see :meth:`Sender._forget`)."""
+    delivered_since: float = 0.0
+    """``time.monotonic()`` when the first of them was delivered."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Guards ``in_flight`` and ``delivered``, between the lane and :meth:`Sender.close`: every event the lane
+    holds is in flight, delivered, or neither, never on its way from one to the other."""
     thread: threading.Thread | None = None
 
 
@@ -162,7 +176,7 @@ class Sender:
         self._after_stop: Callable[[], object] | None = None
         transports = lane_transports(transport, concurrency)
         self._lanes = [
-            Lane(index, lease_owner(f"{id(self)}-{index}"), lane, lane is not transport)
+            Lane(index, lease_owner(f"{id(self)}-{index}"), lane, lane is not transport, spooled_emitter(lane))
             for index, lane in enumerate(transports)
         ]
         self._running_lanes = len(self._lanes)
@@ -214,7 +228,9 @@ class Sender:
             if lane.thread is not None:
                 lane.thread.join(max(deadline - time.monotonic(), 0.0))
         for lane in self._lanes:
-            self.spool.release_owned(lane.owner, lane.in_flight)
+            with lane.lock:  # what the lane delivered is forgotten, what it sends stays leased, the rest goes back
+                self._forget(lane)
+                self.spool.release_owned(lane.owner, lane.in_flight)
         return delivered
 
     def after_stop(self, action: Callable[[], object]) -> None:
@@ -269,47 +285,87 @@ class Sender:
                 action()
 
     def _lease_and_send(self, lane: Lane, epoch: int) -> bool:
-        """Lease a batch and send it; False when there was nothing to lease."""
-        one_run = len(self._lanes) > 1  # a run per batch: other runs are left to the other lanes
+        """Lease a batch and send it. Whether to look for more at once: not when there was nothing to lease, nor
+        after delivering a whole batch smaller than :data:`BATCH` when nothing else waited that nobody held (what
+        came meanwhile left a :meth:`wake`); with several lanes, a batch is one run's events, and when other
+        events wait, another lane is woken for them."""
+        alone = len(self._lanes) == 1
         with costs.stage(Stage.LEASE):
-            batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=one_run)
+            batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=not alone)
+            more = bool(batch) and not alone and self.spool.waiting(self.destination)
         if not batch:
             return False
-        with self._lock:
-            self._wake_one()  # there was work: there may be more, for another lane
-        self._send(lane, batch, epoch)
-        return True
+        if more:
+            with self._lock:
+                self._wake_one()
+        delivered = self._send(lane, batch, epoch)
+        return more or not delivered or len(batch) >= BATCH
 
-    def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> None:
-        for index, item in enumerate(batch):
-            if self._stopping.is_set():
-                self.spool.release([rest.id for rest in batch[index:]], lane.owner)
-                break
-            doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
-            send_seconds = self.lease_seconds
-            if isinstance(self._base_timeout, (int, float)):
-                lane.transport.timeout = self._base_timeout * 2**doublings
-                # The timeout bounds connecting and then waiting for the answer, each on its own.
-                send_seconds = 2 * lane.transport.timeout + 1
-            lane.in_flight = InFlight(item.id, time.time() + send_seconds)
-            try:
-                with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
-                    lane.transport.emit(from_payload(item.payload))
-            except Exception as error:  # noqa: BLE001 - kept in the spool, tried again after a pause
-                lane.in_flight = None
-                self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
-                if timed_out(error):
-                    with self._lock:
-                        self._slow_backend_doublings = max(
-                            self._slow_backend_doublings, min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
-                        )
-                self._failed(error, epoch)
-                break
-            # Forgotten before it stops counting as in flight: a close() in between must not hand it back.
-            with costs.stage(Stage.ACKNOWLEDGE):
-                self.spool.acknowledge(item.id)
+    def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> bool:
+        """Send a batch in order; whether all of it was delivered (not on a failed send, nor a stop)."""
+        try:
+            for index, item in enumerate(batch):
+                if self._stopping.is_set():
+                    self.spool.release([rest.id for rest in batch[index:]], lane.owner)
+                    return False
+                error = self._send_one(lane, item)
+                if error is not None:  # kept in the spool, tried again after a pause
+                    self._forget_delivered(lane)
+                    self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
+                    self._failed(error, epoch)
+                    return False
+                self._succeeded(epoch)
+                if time.monotonic() - lane.delivered_since >= ACKNOWLEDGE_SECONDS:
+                    self._forget_delivered(lane)
+            return True
+        finally:
+            self._forget_delivered(lane)
+
+    def _send_one(self, lane: Lane, item: SpooledEvent) -> Exception | None:
+        """Send one event: ``None`` once the backend took it (it is then the lane's, delivered, to be forgotten),
+        else why not."""
+        doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
+        send_seconds = self.lease_seconds
+        if isinstance(self._base_timeout, (int, float)):
+            lane.transport.timeout = self._base_timeout * 2**doublings
+            # The timeout bounds connecting and then waiting for the answer, each on its own.
+            send_seconds = 2 * lane.transport.timeout + 1
+        lane.in_flight = InFlight(item.id, time.time() + send_seconds)
+        try:
+            with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
+                lane.emit(item.payload)
+        except Exception as error:  # noqa: BLE001 - the caller keeps it in the spool
             lane.in_flight = None
-            self._succeeded(epoch)
+            if timed_out(error):
+                with self._lock:
+                    self._slow_backend_doublings = max(
+                        self._slow_backend_doublings, min(doublings + 1, MAX_TIMEOUT_DOUBLINGS)
+                    )
+            return error
+        # Delivered before it stops counting as in flight: a close() in between must not hand it back.
+        with lane.lock:
+            if not lane.delivered:
+                lane.delivered_since = time.monotonic()
+            lane.delivered.append(item.id)
+            lane.in_flight = None
+        return None
+
+    def _forget_delivered(self, lane: Lane) -> None:
+        """Forget what the lane delivered, in one transaction, and tell :meth:`flush`."""
+        with lane.lock:
+            if not lane.delivered:
+                return
+            self._forget(lane)
+        with self._progress:
+            self._progress.notify_all()
+
+    def _forget(self, lane: Lane) -> None:
+        """Forget the events the lane delivered (under ``lane.lock``). A spool that cannot record it keeps them in
+        the lane's list, to be tried again (:class:`FailoverSpool` never fails so: it stops sending them)."""
+        if lane.delivered:
+            with costs.stage(Stage.ACKNOWLEDGE):
+                self.spool.acknowledge_all(lane.delivered)
+            lane.delivered = []
 
     def _wait_for_work(self, lane: Lane) -> None:
         """Wait for :meth:`wake`, another lane's find, or the idle poll; at once if a wake went unclaimed."""
@@ -339,6 +395,7 @@ class Sender:
     # --- outcomes --------------------------------------------------------------------------------------
 
     def _succeeded(self, epoch: int) -> None:
+        """One more event delivered (:meth:`flush` hears of it once it is forgotten)."""
         with self._lock:
             self.sent += 1
             if epoch == self._epoch:  # not a send from before the last failure: the backend answers now
@@ -347,8 +404,6 @@ class Sender:
                 if self._open_lanes < len(self._lanes):
                     self._open_lanes = len(self._lanes)
                     self._wake_one()
-        with self._progress:
-            self._progress.notify_all()
 
     def _failed(self, error: BaseException, epoch: int) -> None:
         with self._lock:

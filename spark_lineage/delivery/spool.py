@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from spark_lineage.delivery.payloads import Payload
+
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SPOOL_FILE = "spool.sqlite"
 SPOOL_DIR_ENV = "SPARK_LINEAGE_SPOOL_DIR"
@@ -263,6 +265,15 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class StoredAll:
+    """What :meth:`Spool.put_all` did: the new events' ids, in order, and what made room for them (some of them,
+    when they alone are more than the spool holds)."""
+
+    ids: list[int]
+    dropped: Dropped = field(default_factory=Dropped)
+
+
+@dataclass(frozen=True)
 class Pending:
     """What waits in the spool."""
 
@@ -404,19 +415,30 @@ class Spool:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO destinations VALUES (?, ?)", (destination, transport))
 
-    @_reclaiming(reserve=False)
     def put(self, destination: str, run_id: str, job: str, application: bool, payload: str) -> Stored:
         """Store one event. When the spool is over its size, the oldest query-run events make room."""
-        size = len(payload.encode())
+        stored = self.put_all(destination, [Payload(payload, run_id, job, application)])
+        return Stored(stored.ids[0], stored.dropped)
+
+    @_reclaiming(reserve=False)
+    def put_all(self, destination: str, payloads: Sequence[Payload]) -> StoredAll:
+        """Store events in one transaction, in order: all of them or, when it fails, none. When the spool is then
+        over its size, the oldest query-run events make room (the same ones as storing them one by one)."""
+        now = time.time()
+        ids = []
         with self._transaction() as db:
-            cursor = db.execute(
-                "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (destination, run_id, job, int(application), payload, size, time.time()),
-            )
-            event_id = int(cursor.lastrowid or 0)
-            total = self._add_bytes(db, size)
-            return Stored(event_id, self._make_room(db, total) if total > self.max_bytes else Dropped())
+            added = 0
+            for payload in payloads:
+                size = len(payload.json.encode())
+                cursor = db.execute(
+                    "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (destination, payload.run_id, payload.job, int(payload.application), payload.json, size, now),
+                )
+                ids.append(int(cursor.lastrowid or 0))
+                added += size
+            total = self._add_bytes(db, added)
+            return StoredAll(ids, self._make_room(db, total) if total > self.max_bytes else Dropped())
 
     def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
         dropped = Dropped()
@@ -560,14 +582,22 @@ class Spool:
         with self._lock:
             return [event_id for (event_id,) in self._db.execute("SELECT id FROM events WHERE leased_by = ?", (owner,))]
 
-    @_reclaiming(reserve=True)
     def acknowledge(self, event_id: int) -> None:
         """The backend has it: forget it."""
+        self.acknowledge_all([event_id])
+
+    @_reclaiming(reserve=True)
+    def acknowledge_all(self, event_ids: Collection[int]) -> None:
+        """The backend has them: forget them, in one transaction (those already forgotten are no matter)."""
+        if not event_ids:
+            return
+        ids = json.dumps(sorted(event_ids))
         with self._transaction() as db:
-            row = db.execute("SELECT size FROM events WHERE id = ?", (event_id,)).fetchone()
-            if row is not None:
-                db.execute("DELETE FROM events WHERE id = ?", (event_id,))
-                self._add_bytes(db, -row[0])
+            (size,) = db.execute(
+                f"SELECT COALESCE(SUM(size), 0) FROM events WHERE id IN {_JSON_IDS}", (ids,)
+            ).fetchone()
+            db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
+            self._add_bytes(db, -int(size))
 
     @_reclaiming(reserve=True)
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:
@@ -601,6 +631,17 @@ class Spool:
             )
 
     # --- looking ---------------------------------------------------------------------------------------
+
+    def waiting(self, destination: str, exclude: Collection[int] = ()) -> bool:
+        """Whether an event for ``destination`` waits that nobody holds, but the events ``exclude`` names (some
+        sender may lease it now, or may once the events before it went)."""
+        skip, skipped = _excluding(exclude)
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT 1 FROM events WHERE destination = ? AND {LEASE_FREE}{skip} LIMIT 1",
+                (destination, time.time(), *skipped),
+            ).fetchone()
+        return found is not None
 
     def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
         """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
@@ -654,11 +695,15 @@ class Spool:
         return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])
 
 
+_JSON_IDS = "(SELECT value FROM json_each(?))"
+"""The ids a JSON array names: one argument, whatever the count."""
+
+
 def _excluding(ids: Collection[int]) -> tuple[str, tuple[str, ...]]:
     """A condition leaving out the events ``ids`` names, and its argument (one JSON array, whatever the count)."""
     if not ids:
         return "", ()
-    return " AND id NOT IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)
+    return f" AND id NOT IN {_JSON_IDS}", (json.dumps(sorted(ids)),)
 
 
 def _size(file: Path) -> int:

@@ -12,22 +12,37 @@ parameters and headers the destination was reached with (``"urlParams": ["code"]
 openlineage-python's HTTP transport retries a failed request five times with backoff inside ``emit``; with a
 spool that would send a slow backend a flood of copies and hold the sender for seconds per event, so its
 retries are turned off: the spool retries, once per backend.
+
+The spool holds each event's JSON exactly as it is to be sent, so the transports that send text send it as it
+is (:func:`spooled_emitter`), byte for byte, instead of rebuilding openlineage-python's event from it for the
+transport to serialize again: openlineage-python's HTTP transport (with its own ``_prepare_request``:
+compression, the auth header, custom headers; its session, url, timeout and TLS settings) and file transport,
+and this library's console and Kafka transports (``emit_json``). Transports that need the event itself get it
+rebuilt: composite and transform transports (their children, transformers and filters take the object), the
+file transport's debug mode (file names from the event), and transports of other kinds or classes (async HTTP,
+a user's own, a subclass of these).
 """
 
 from __future__ import annotations
 
+import functools
+import http.client
+import io
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urljoin
 
 from openlineage.client.transport import get_default_factory
+from openlineage.client.transport.file import FileTransport
+from openlineage.client.transport.http import HttpTransport
 from openlineage.client.transport.transport import Transport, TransportFactory
 
-from spark_lineage.delivery.console import visible
-from spark_lineage.delivery.kafka import acknowledged
+from spark_lineage.delivery.console import PrintingConsoleTransport, visible
+from spark_lineage.delivery.kafka import AcknowledgedKafkaTransport, acknowledged
+from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.redaction import Redactor, protect_logs, public_url
 
 if TYPE_CHECKING:
@@ -308,3 +323,68 @@ def leave_retries_to_the_spool(transport: Any) -> None:
             leave_retries_to_the_spool(child)
     elif kind == "transform":
         leave_retries_to_the_spool(transport.transport)
+
+
+SpooledEmit = Callable[[str], object]
+"""Sends one spooled event, given its JSON as the spool holds it; raises when the backend did not take it."""
+
+
+def spooled_emitter(transport: Any) -> SpooledEmit:
+    """How a sender sends spooled events through ``transport``: their JSON as it is where ``transport`` sends text
+    (see the module doc), else the event rebuilt for its ``emit``. Chosen by the transport's exact class: a
+    subclass may send differently, and gets the event."""
+    kind = type(transport)
+    if kind is HttpTransport:
+        return functools.partial(_emit_http, transport)
+    if kind is FileTransport and not transport.config.debug_mode:
+        return functools.partial(_emit_file, transport)
+    if kind in (PrintingConsoleTransport, AcknowledgedKafkaTransport):
+        return transport.emit_json  # type: ignore[no-any-return]
+    return lambda text: transport.emit(from_payload(text))
+
+
+def _emit_http(transport: HttpTransport, text: str) -> object:
+    """``transport.emit`` with ``text`` as the event's JSON: the same request through openlineage-python's own
+    ``_prepare_request`` (gzip, the auth header, custom headers) and session (its adapter, retries left to the
+    spool), to the same url, with the same timeout, TLS verification and client certificate (never following a
+    redirect with one), raising as ``emit`` does for an answer that is not a success."""
+    previous = http.client.HTTPConnection.debuglevel
+    http.client.HTTPConnection.debuglevel = 0  # as emit: a debug level set elsewhere would log the auth header
+    try:
+        body, headers = transport._prepare_request(text)
+        request: dict[str, Any] = {
+            "url": urljoin(transport.url, transport.endpoint),
+            "data": body,
+            "headers": headers,
+            "timeout": transport.timeout,
+            "verify": transport.verify,
+        }
+        cert = getattr(transport, "cert", None)  # openlineage-python 1.54's sslContext
+        if cert is not None:
+            request["cert"] = cert
+            request["allow_redirects"] = False
+        response = transport.session.post(**request)
+        response.close()
+        if cert is not None and response.is_redirect:
+            raise RuntimeError(
+                "Refusing to follow redirect while a client certificate is configured: authenticating against "
+                "the redirect target was not requested."
+            )
+        response.raise_for_status()
+        return response
+    finally:
+        http.client.HTTPConnection.debuglevel = previous
+
+
+def _emit_file(transport: FileTransport, text: str) -> None:
+    """``transport.emit`` with ``text`` as the event's JSON, outside debug mode: one line appended to the file,
+    or a file of its own, through the transport's own file handler (local or fsspec), failing as ``emit``
+    does."""
+    path = transport._get_file_path(None)  # type: ignore[arg-type]  # read only in debug mode
+    try:
+        with transport._file_handler.open_file(path, "a" if transport.config.append else "w") as file:
+            file.write(text + "\n")
+    except (PermissionError, io.UnsupportedOperation) as error:
+        raise RuntimeError(f"Log file `{path}` is not writeable") from error
+    except Exception as error:
+        raise RuntimeError(f"Failed to write to log file `{path}`: {error}") from error

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openlineage.client.event_v2 import RunEvent
+from openlineage.client.event_v2 import DatasetEvent, JobEvent, RunEvent, StaticDataset
 
 from spark_lineage.config import ConfigError, resolve
 from spark_lineage.delivery import create_client
@@ -25,7 +25,7 @@ from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import describe, make_transport
+from spark_lineage.delivery.transports import describe, make_transport, spooled_emitter
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
@@ -159,6 +159,39 @@ def test_a_spooled_query_event_is_keyed_by_its_application_run(stand_in: type[St
     ((_, key, value),) = stand_in.made[0].delivered
     assert key == "run:prod/nightly"
     assert json.loads(value)["run"]["facets"]["parent"] == parent, "the event is sent as it was spooled"
+
+
+def _spooled_json(kind: str) -> str:
+    """A spooled event's JSON: a run's (alone, under a parent, under a root), a job's or a dataset's."""
+    if kind == "job":
+        return to_payload(JobEvent(eventTime="2026-12-01T10:00:00.000Z", job=_event().job, producer=PRODUCER)).json
+    if kind == "dataset":
+        dataset = StaticDataset(namespace="kafka://broker:9092", name="orders")
+        return to_payload(DatasetEvent(eventTime="2026-12-01T10:00:00.000Z", dataset=dataset, producer=PRODUCER)).json
+    document = json.loads(to_payload(_event(3)).json)
+    if kind != "run":
+        parent: dict[str, Any] = {"run": {"runId": "0195f5b6-0000-7000-8000-000000000001"}}
+        parent["job"] = {"namespace": "prod", "name": "nightly"}
+        if kind == "run under a root":
+            parent["root"] = {"run": parent["run"], "job": {"namespace": "prod", "name": "root"}}
+        document["run"]["facets"] = {"parent": parent}
+    return json.dumps(document, sort_keys=True)
+
+
+@pytest.mark.parametrize("kind", ["run", "run under a parent", "run under a root", "job", "dataset"])
+@pytest.mark.parametrize("message_key", [None, "fixed"])
+def test_a_spooled_event_goes_as_it_is_keyed_as_emit_keys_it(
+    stand_in: type[StandInProducer], kind: str, message_key: str | None
+) -> None:
+    text = _spooled_json(kind)
+    transport = make_transport(_settings(**({"messageKey": message_key} if message_key else {})))
+    transport.emit(from_payload(text))
+    spooled_emitter(transport)(text)
+    (_, key, value), (_, spooled_key, spooled_value) = stand_in.made[0].delivered
+    assert spooled_value == text.encode(), "byte for byte what the spool holds"
+    assert json.loads(value) == json.loads(text)
+    assert spooled_key == key
+    assert key == message_key or key.startswith(kind.split(" ", maxsplit=1)[0] + ":")
 
 
 def test_an_event_the_broker_refuses_fails_the_send(stand_in: type[StandInProducer]) -> None:

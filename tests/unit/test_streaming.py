@@ -207,7 +207,7 @@ def _track(handle: Any, *steps: tuple[StreamEventKind, Any]) -> list[dict[str, A
         EventBuilder(LineageConfig(), SESSION, "01930000-0000-7000-8000-000000000000"),
         capture,
         lambda query: analysis.analyze(query, AnalysisContext(session=SESSION)),
-        delivered.append,
+        delivered.extend,
         ErrorLog(),
     )
     for kind, event in steps:

@@ -1,0 +1,360 @@
+"""Events spooled and acknowledged in batches: a query's events go into the spool in one transaction, and what a
+sender delivered is forgotten in one, with every guarantee of one event at a time kept (no Spark: the
+integration tests run Spark jobs through the same paths)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attr
+import pytest
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import RunEvent, RunState
+from openlineage.client.facet_v2 import job_type_job, sql_job
+from openlineage.client.transport.http import HttpConfig, HttpTransport
+from openlineage.client.transport.transport import Transport
+
+from spark_lineage.delivery import Delivery, FailoverSpool, prepare
+from spark_lineage.delivery.failover import StoreKind
+from spark_lineage.delivery.payloads import Payload, to_payload
+from spark_lineage.delivery.sender import Backoff, Sender
+from spark_lineage.delivery.spool import Spool
+from spark_lineage.delivery.transports import leave_retries_to_the_spool
+from spark_lineage.redaction import Redactor
+from spark_lineage.worker import ErrorLog
+from tests.support import LineageReceiver, free_port, minimal_run_event
+
+DESTINATION = "http test"
+
+
+def _event(run: int, state: RunState = RunState.COMPLETE, job_type: str = "SQL_JOB", size: int = 3000) -> RunEvent:
+    """An event of about ``size`` bytes of job ``job_<run>``, as a Spark query's are (its SQL is the padding)."""
+    event = minimal_run_event(run)
+    facets = {
+        "jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="SPARK", jobType=job_type),
+        "sql": sql_job.SQLJobFacet(query="p" * size),
+    }
+    return attr.evolve(event, job=attr.evolve(event.job, facets=facets), eventType=state)
+
+
+def _query(run: int, size: int = 3000) -> list[RunEvent]:
+    """A query's events as the analysis thread hands them over: START, four RUNNING, COMPLETE."""
+    states = [RunState.START, *[RunState.RUNNING] * 4, RunState.COMPLETE]
+    return [
+        attr.evolve(_event(run, state, size=size), eventTime=f"2026-12-01T10:00:0{second}.000+00:00")
+        for second, state in enumerate(states)
+    ]
+
+
+def _payloads(events: list[RunEvent]) -> list[Payload]:
+    return [to_payload(event) for event in events]
+
+
+def _http(url: str) -> HttpTransport:
+    transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": 2}))
+    leave_retries_to_the_spool(transport)
+    return transport
+
+
+@contextmanager
+def _transactions(spool: Spool) -> Iterator[list[str]]:
+    """The transactions the calling thread begins on ``spool`` within the block (a sender's thread may use the
+    same connection meanwhile: its statements are not counted)."""
+    mine = threading.get_ident()
+    begun: list[str] = []
+
+    def trace(statement: str) -> None:
+        if statement.startswith("BEGIN") and threading.get_ident() == mine:
+            begun.append(statement)
+
+    spool._db.set_trace_callback(trace)
+    try:
+        yield begun
+    finally:
+        spool._db.set_trace_callback(None)
+
+
+def _disk(spool: FailoverSpool) -> Spool:
+    (disk,) = [store.spool for store in spool._stores if store.kind is StoreKind.DISK]
+    return disk
+
+
+def _stored(spool: Spool) -> list[tuple[str, str]]:
+    """The jobs and event types the spool holds, oldest first, whoever holds them."""
+    with spool._lock:
+        rows = spool._db.execute("SELECT job, payload FROM events ORDER BY id").fetchall()
+    return [(job, payload.split('"eventType": "')[1][:3]) for job, payload in rows]
+
+
+# --- spooling a batch ---------------------------------------------------------------------------------------
+
+
+def test_a_querys_events_go_into_the_spool_in_one_transaction_and_wake_the_sender_once(tmp_path: Path) -> None:
+    spool = FailoverSpool(tmp_path / "spool")
+    delivery = Delivery(
+        OpenLineageClient(transport=_http(f"http://127.0.0.1:{free_port()}")), spool, ErrorLog(), Redactor()
+    )
+    wakes = []
+    original_wake = delivery.sender.wake
+    delivery.sender.wake = lambda: (wakes.append(1), original_wake())  # type: ignore[method-assign]
+    try:
+        with _transactions(_disk(spool)) as begun:
+            delivery.submit_all(_query(1))
+        assert begun == ["BEGIN IMMEDIATE"]
+        assert len(wakes) == 1
+        assert spool.pending(delivery.destination).count == 6
+    finally:
+        delivery.close(0)
+
+
+def test_a_batch_is_stored_as_one_event_at_a_time_would_be(tmp_path: Path) -> None:
+    """The same ids in order, the same oldest query events dropped by a full spool (some of the batch's own
+    among them), application events kept."""
+    events = [_event(100, RunState.START, "APPLICATION", size=100), *_query(1), *_query(2)]
+    size = len(to_payload(events[1]).json.encode())
+    one_by_one = Spool(tmp_path / "one", max_bytes=size * 7)
+    together = Spool(tmp_path / "all", max_bytes=size * 7)
+    dropped_one = []
+    for payload in _payloads(events):
+        dropped_one += one_by_one.put(
+            DESTINATION, payload.run_id, payload.job, payload.application, payload.json
+        ).dropped.ids
+    stored = together.put_all(DESTINATION, _payloads(events))
+    assert stored.ids == list(range(1, len(events) + 1))
+    assert stored.dropped.ids == dropped_one == [2, 3, 4, 5, 6, 7]
+    assert stored.dropped.jobs == {"default/job_1"}
+    assert _stored(together) == _stored(one_by_one)
+    assert _stored(together)[0] == ("default/job_100", "STA")
+
+
+def test_a_full_spool_counts_what_a_batch_pushed_out_lost_by_its_job(tmp_path: Path) -> None:
+    size = len(to_payload(_query(1)[0]).json.encode())
+    spool = FailoverSpool(tmp_path / "spool", max_bytes=size * 8)
+    spool.put_all(DESTINATION, _payloads([_event(100, RunState.START, "APPLICATION", size=100), *_query(1)]))
+    stored = spool.put_all(DESTINATION, _payloads(_query(2)))
+    assert stored.dropped.count == 5 and stored.dropped.jobs == {"default/job_1"}
+    fates = spool.fates()
+    assert [(lost.job, lost.reason) for lost in fates.lost] == [
+        ("default/job_1", f"the spool was full (python.spool.maxBytes={size * 8})")
+    ] * 5
+    assert fates.total == 13
+    spool.close()
+
+
+def test_a_disk_failing_in_the_middle_of_a_batch_keeps_none_of_it_and_memory_takes_it_in_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk fills up at the batch's second event (sqlite's page limit: the insert that needs a new page
+    fails): the transaction keeps none of the batch, and the whole batch goes on in memory, in order, after what
+    the disk holds; the application run's event is kept on the disk too (the room the rolled back transaction
+    left is enough for that small one). At the end, the events that waited in memory are counted lost by their
+    jobs, and the application's are spooled for a replay."""
+    spool_dir = tmp_path / "spool"
+    spool = FailoverSpool(spool_dir)
+    port = free_port()
+    delivery = Delivery(OpenLineageClient(transport=_http(f"http://127.0.0.1:{port}")), spool, ErrorLog(), Redactor())
+    delivery.submit_all([_event(100, RunState.START, "APPLICATION", size=100)])
+    disk = _disk(spool)
+    (pages,) = disk._db.execute("PRAGMA page_count").fetchone()
+    disk._db.execute(f"PRAGMA max_page_count = {pages + 2}")
+    delivery.submit_all([*_query(1), _event(100, RunState.COMPLETE, "APPLICATION", size=100)])
+    assert spool.path is None, "the disk is no longer written"
+    assert _stored(disk) == [("default/job_100", "STA"), ("default/job_100", "COM")]
+    (memory,) = [store.spool for store in spool._stores if store.kind is StoreKind.MEMORY]
+    assert _stored(memory) == [("default/job_1", kind) for kind in ("STA", "RUN", "RUN", "RUN", "RUN", "COM")] + [
+        ("default/job_100", "COM")
+    ]
+    with caplog.at_level(logging.INFO):
+        assert not delivery.close(0.5)
+    line = caplog.records[-1].getMessage()
+    assert line.startswith(
+        "spark_lineage: 8 lineage events: 0 delivered, 2 spooled for replay, 6 lost; the 2 spooled (jobs "
+        "default/job_100)"
+    ), line
+    assert line.endswith(
+        f"6 lost (jobs default/job_1): neither spooled (the spool in {spool_dir} cannot be written "
+        "(OperationalError: database or disk is full)) nor delivered to http "
+        f"http://127.0.0.1:{port}/api/v1/lineage (connection refused) before the process ended"
+    ), line
+
+
+class _Unbuildable:
+    """Not an event: openlineage-python's client cannot enrich it, so it is never spooled."""
+
+    job = minimal_run_event(5).job
+
+
+def test_an_event_of_a_batch_that_cannot_be_built_is_counted_lost_and_the_others_are_spooled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    delivery = Delivery(
+        OpenLineageClient(transport=_http("http://127.0.0.1:9")), FailoverSpool(None), ErrorLog(), Redactor()
+    )
+    events: list[Any] = [minimal_run_event(4), _Unbuildable(), minimal_run_event(6)]
+    delivery.submit_all(events)
+    assert delivery.spool.pending().jobs == ("default/job_4", "default/job_6")
+    with caplog.at_level(logging.INFO):
+        assert not delivery.close(0)
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("spark_lineage: 3 lineage events: 0 delivered, 0 spooled for replay, 3 lost;"), line
+    assert "; 1 lost (jobs default/job_5): it could not be built or spooled (" in line, line
+
+
+# --- forgetting what a batch delivered ----------------------------------------------------------------------
+
+
+class _FailingOnce(Transport):
+    """A user's own transport that fails its ``fail_at``-th send (counting from 1) once, and keeps the others'
+    events."""
+
+    kind = "failing-once"
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+        self.events: list[tuple[str, str]] = []
+
+    def emit(self, event: Any) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ConnectionError("connection reset")
+        self.events.append((f"{event.job.namespace}/{event.job.name}", event.eventType.value))
+
+
+def test_a_failure_midway_forgets_what_the_batch_delivered_before_it_in_one_transaction(tmp_path: Path) -> None:
+    """The batch's fourth send fails: the three before it are forgotten together, the failed one and those after
+    it stay spooled and go, in order, after the pause; each event reaches the backend once."""
+    spool = Spool(tmp_path)
+    spool.put_all(DESTINATION, _payloads(_query(1)))
+    forgotten: list[str] = []
+    spool._db.set_trace_callback(lambda statement: forgotten.append(statement) if "DELETE" in statement else None)
+    transport = _FailingOnce(fail_at=4)
+    sender = Sender(spool, DESTINATION, transport, ErrorLog(), backoff=Backoff(first=0.1, most=0.1))
+    assert sender.close(30)
+    assert transport.events == [("default/job_1", kind) for kind in ("START", *["RUNNING"] * 4, "COMPLETE")]
+    assert len(forgotten) == 2, forgotten
+    assert ["[1, 2, 3]" in forgotten[0], "[4, 5, 6]" in forgotten[1]] == [True, True], forgotten
+    assert spool.pending().count == 0
+
+
+def _pausing_at_the_fourth(pause: Callable[[], object], paused: threading.Event) -> LineageReceiver:
+    """A receiver that keeps the fourth event it gets, sets ``paused``, and answers once ``pause`` returned."""
+    answered = []
+
+    def before_reply() -> None:
+        answered.append(1)
+        if len(answered) == 4:
+            paused.set()
+            pause()
+
+    return LineageReceiver(before_reply=before_reply)
+
+
+def test_closing_forgets_what_the_lane_delivered_and_keeps_its_send_under_way_leased(tmp_path: Path) -> None:
+    """The sender closes while the backend takes the batch's fourth event (2 s): the three it took are forgotten
+    then, not left for another sender to send again; the fourth stays leased until its request is over; the
+    next sender (a replay, the next enable()) sends the last two, and each event arrives once."""
+    fourth = threading.Event()
+    receiver = _pausing_at_the_fourth(lambda: time.sleep(2), fourth)
+    spool = Spool(tmp_path)
+    try:
+        spool.put_all(DESTINATION, _payloads(_query(1)))
+        first = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog())
+        assert fourth.wait(30)
+        assert not first.close(0)
+        assert spool.pending().count == 3, "the first three were forgotten at close"
+        assert Sender(spool, DESTINATION, _http(receiver.url), ErrorLog()).close(30)
+        copies = receiver.copies()
+    finally:
+        receiver.close()
+    assert len(receiver.events) == 6 and set(copies.values()) == {1}
+    assert spool.pending().count == 0
+
+
+SENDING = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from tests.unit.test_delivery_batches import DESTINATION, _http
+    from spark_lineage.delivery.sender import Sender
+    from spark_lineage.delivery.spool import Spool
+    from spark_lineage.worker import ErrorLog
+
+    Sender(Spool(Path(sys.argv[1])), DESTINATION, _http(sys.argv[2]), ErrorLog()).close(120)
+    """
+)
+
+
+def test_a_process_killed_in_the_middle_of_a_batch_loses_nothing(tmp_path: Path) -> None:
+    """SIGKILL while the backend takes the batch's fourth event: the three it took were not forgotten yet, so
+    the next sender sends them again (at least once: a copy, never a loss), with the rest, in order."""
+    release, fourth = threading.Event(), threading.Event()
+    receiver = _pausing_at_the_fourth(lambda: release.wait(30), fourth)
+    spool = Spool(tmp_path)
+    spool.put_all(DESTINATION, _payloads(_query(1)))
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", SENDING, str(tmp_path), receiver.url], cwd=root)
+    try:
+        assert fourth.wait(60)
+        child.kill()
+        child.wait(30)
+        release.set()
+        assert Sender(spool, DESTINATION, _http(receiver.url), ErrorLog()).close(30)
+        kinds = [event["eventType"] for event in receiver.events]
+    finally:
+        release.set()
+        receiver.close()
+    assert kinds[:4] == ["START", "RUNNING", "RUNNING", "RUNNING"], "what the killed process sent"
+    assert kinds[4:] == ["START", *["RUNNING"] * 4, "COMPLETE"], "all of it, again, in order"
+    assert spool.pending().count == 0
+
+
+# --- looking for work -----------------------------------------------------------------------------------------
+
+
+def test_waiting_says_whether_an_event_nobody_holds_is_left(tmp_path: Path) -> None:
+    """What a lane asks after taking a run, to know whether to wake another lane and to look again itself."""
+    spool = Spool(tmp_path)
+    assert not spool.waiting(DESTINATION)
+    spool.put_all(DESTINATION, _payloads([*_query(1), *_query(2)]))
+    assert spool.waiting(DESTINATION)
+    first = spool.lease(DESTINATION, "lane-0", 50, 60, one_run=True)
+    assert {event.job for event in first} == {"default/job_1"}
+    assert spool.waiting(DESTINATION), "the second query's run"
+    second = spool.lease(DESTINATION, "lane-1", 50, 60, one_run=True)
+    assert not spool.waiting(DESTINATION)
+    spool.release([second[-1].id], "lane-1")
+    assert spool.waiting(DESTINATION)
+    assert not spool.waiting(DESTINATION, exclude=[second[-1].id])
+    assert not spool.waiting("another destination")
+
+
+@pytest.mark.parametrize("variables", [[], ["SPARK_LINEAGE_TEST_CLUSTER"]])
+def test_openlineage_pythons_environment_facet_is_looked_for_only_when_configured(
+    variables: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_LINEAGE_TEST_CLUSTER", "c1")
+    client = OpenLineageClient(
+        transport=_http("http://127.0.0.1:9"), config={"facets": {"environment_variables": variables}}
+    )
+    looked = []
+    original = client.add_environment_facets
+    client.add_environment_facets = lambda event: (looked.append(1), original(event))[1]  # type: ignore[method-assign]
+    event = prepare(client, minimal_run_event(1))
+    assert event is not None
+    facet = (event.run.facets or {}).get("environmentVariables")
+    if variables:
+        assert looked == [1]
+        assert [(v.name, v.value) for v in facet.environmentVariables] == [("SPARK_LINEAGE_TEST_CLUSTER", "c1")]
+    else:
+        assert looked == [] and facet is None
+    assert "tags" in (event.run.facets or {}), "the other steps still run"
