@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage
+from spark_lineage.delivery.encoding import EventEncoder
 from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
@@ -115,13 +116,22 @@ class Delivery:
         Never raises."""
         if not self.enabled or not events:
             return
-        payloads = []
+        prepared: list[tuple[Event, Event]] = []
         for event in events:
             try:
                 with costs.stage(Stage.ENRICHMENT):
-                    prepared = prepare(self.client, event)
-                if prepared is not None:
-                    payloads.append(to_payload(prepared, self.redactor, self.producer))
+                    enriched = prepare(self.client, event)
+                if enriched is not None:
+                    prepared.append((event, enriched))
+            except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
+                self._lost([_job_name(event)], error)
+        # Encoded once all are prepared (enrichment changes events in place), with one encoder: the parts the
+        # events share are converted once.
+        encoder = EventEncoder()
+        payloads = []
+        for event, enriched in prepared:
+            try:
+                payloads.append(to_payload(enriched, self.redactor, self.producer, encoder))
             except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
                 self._lost([_job_name(event)], error)
         if not payloads:

@@ -46,7 +46,10 @@ class EventEncoder:
         self._converted: dict[int, tuple[Any, Any]] = {}
 
     def encode(self, event: Any) -> str:
-        """``event`` as ``Serde.to_json(event)`` writes it."""
+        """``event`` as ``Serde.to_json(event)`` writes it: an attrs object or a dict (anything else raises
+        ``TypeError``, as Serde does)."""
+        if not (isinstance(event, dict) or attr.has(type(event))):
+            raise TypeError(f"not an event: {type(event).__qualname__}")
         return json.dumps(self.plain(event), sort_keys=True, default=_non_serializable)
 
     def plain(self, value: Any) -> Any:

@@ -82,3 +82,10 @@ def test_an_object_shared_by_two_events_is_converted_once_and_written_in_both() 
     first, second = encoder.plain(Outer(shared=shared)), encoder.plain(Outer(items=[shared]))
 
     assert first["shared"] is second["items"][0] == {"a": "s"}
+
+
+def test_what_is_no_event_is_refused_as_serde_refuses_it() -> None:
+    with pytest.raises(attr.exceptions.NotAnAttrsClassError):
+        Serde.to_json(object())
+    with pytest.raises(TypeError, match="not an event: object"):
+        EventEncoder().encode(object())
