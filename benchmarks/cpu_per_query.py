@@ -1,12 +1,13 @@
 """What lineage costs per query in CPU, stage by stage, against a budget: the driver's Python process, the JVM,
 and JVM round trips.
 
-    python benchmarks/cpu_per_query.py [--queries 40] [--rounds 3] [--deep 8]
+    python benchmarks/cpu_per_query.py [--queries 40] [--rounds 3] [--deep 8] [--transport file|http]
 
 1. The job: ``--queries`` queries that each read two parquet inputs, join them, take the ``distinct()`` rows
    and write parquet, then ``spark.stop()``, after a warm-up of 5. Fresh processes, lineage off and on in
-   turn, ``--rounds`` of each; with lineage on, every event is spooled on disk and sent over HTTP to a backend
-   on loopback. Measured over the queries and ``spark.stop()`` (the shutdown flush included):
+   turn, ``--rounds`` of each; with lineage on, every event is spooled on disk and sent with the file
+   transport (as issue 23 measured), or with ``--transport http`` over HTTP to a backend on loopback. Measured
+   over the queries and ``spark.stop()`` (the shutdown flush included):
 
    - the driver's Python CPU per query, from ``resource.getrusage`` (both sides: the difference is lineage's);
    - that CPU by stage (:mod:`spark_lineage.costs`: each stage's thread CPU time, nested stages apart), with
@@ -115,7 +116,7 @@ def _write_inputs(spark: Any, workdir: Path) -> list[str]:
     return paths
 
 
-def run_job(mode: str, queries: int, url: str, workdir: Path) -> dict[str, Any]:
+def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) -> dict[str, Any]:
     """The measured job, in this process."""
     spark = local_session("CPU per query", **{"spark.sql.shuffle.partitions": "2"})
     inputs = _write_inputs(spark, workdir)
@@ -123,9 +124,12 @@ def run_job(mode: str, queries: int, url: str, workdir: Path) -> dict[str, Any]:
     if mode == "on":
         import spark_lineage
 
-        handle = spark_lineage.enable(
-            spark, transport={"type": "http", "url": url}, python={"spool": {"dir": str(workdir / "spool")}}
+        settings = (
+            {"type": "http", "url": url}
+            if transport == "http"
+            else {"type": "file", "location": str(workdir / "events.jsonl"), "append": True}
         )
+        handle = spark_lineage.enable(spark, transport=settings, python={"spool": {"dir": str(workdir / "spool")}})
 
     def query(index: int) -> None:
         left, right = spark.read.parquet(inputs[0]), spark.read.parquet(inputs[1])
@@ -199,9 +203,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3, help="processes per side")
     parser.add_argument("--deep", type=int, default=8, help="deep-plan queries measured (0: skip section 2)")
+    parser.add_argument("--transport", choices=("file", "http"), default="file")
     child_arguments(parser, ("on", "off"))
     args = parser.parse_args()
-    if run_as_child(args, lambda mode, url, workdir: run_job(mode, args.queries, url, workdir)):
+    if run_as_child(args, lambda mode, url, workdir: run_job(mode, args.queries, url, workdir, args.transport)):
         return
 
     details: dict[str, list[dict[str, Any]]] = {}
@@ -210,6 +215,7 @@ def main() -> None:
         lambda mode, url, workdir: [
             __file__,
             *("--child", mode, "--queries", str(args.queries), "--url", url, "--workdir", workdir),
+            *("--transport", args.transport),
         ],
         details=details,
         describe=lambda last: f", Python CPU {last['python_cpu_s']:.2f} s, JVM CPU {last['jvm_cpu_ns'] / 1e9:.2f} s",
@@ -221,7 +227,10 @@ def main() -> None:
         return statistics.median(value(run) for run in runs) / n * 1000
 
     nodes = on[0]["plan_nodes"]
-    print(f"\n1. {n} queries per job (read two parquet inputs, join, distinct, write parquet; {nodes} plan nodes)")
+    print(
+        f"\n1. {n} queries per job (read two parquet inputs, join, distinct, write parquet; {nodes} plan nodes), "
+        f"{args.transport} transport"
+    )
     print(f"   medians of {args.rounds} jobs per side, per query\n")
     print(f"   {'stage':<34} {'CPU ms':>8} {'calls':>7} {'round trips':>12}")
     stage_ms = {}
