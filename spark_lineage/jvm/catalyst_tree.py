@@ -60,9 +60,10 @@ class CatalystTreeReader:
     calls, once per session) and then serve every query; constructor parameter names are asked once per
     class. One thread at a time."""
 
-    def __init__(self, gateway: Any, classes: JvmClasses) -> None:
+    def __init__(self, gateway: Any, classes: JvmClasses, builder: WalkBuilder | None = None) -> None:
         self._gateway = gateway
         self._classes = classes
+        self._builder = builder
         self._functions: dict[bool, Any] = {}
         self._text_holder: Any = None
         self._nodes_holder: Any = None
@@ -108,11 +109,12 @@ class CatalystTreeReader:
     def _function(self, expressions: bool) -> Any:
         function = self._functions.get(expressions)
         if function is None:
-            if self._text_holder is None:
-                self._text_holder = self._classes("java.util.concurrent.atomic.AtomicReference")()
-                self._nodes_holder = self._classes("java.util.concurrent.atomic.AtomicReference")()
-            builder = _WalkBuilder(self._gateway, self._classes)
-            function = builder.build(MAX_TEXT_CHARS, self._text_holder, self._nodes_holder, expressions=expressions)
+            if self._builder is None:
+                self._builder = WalkBuilder(self._gateway, self._classes)
+            self._text_holder, self._nodes_holder = self._builder.holders()
+            function = self._builder.build(
+                MAX_TEXT_CHARS, self._text_holder, self._nodes_holder, expressions=expressions
+            )
             self._functions[expressions] = function
         return function
 
@@ -222,7 +224,7 @@ class _Decoder:
         if tag == "s":
             return self._take(int(self._until(":")))
         if tag == "v":
-            return _scalar(self._until(";"))
+            return read_scalar(self._until(";"))
         if tag == "e":
             return int(self._until(";"))
         if tag == "E":
@@ -291,7 +293,8 @@ def _plan_nodes_in(values: Sequence[TreeValue]) -> list[CatalystNode]:
     return found
 
 
-def _scalar(text: str) -> int | float | bool:
+def read_scalar(text: str) -> int | float | bool:
+    """What ``v<text>;`` holds: a boolean, an integer or a float."""
     if text in ("true", "false"):
         return text == "true"
     try:
@@ -315,12 +318,22 @@ _WALKED = (
 """Values the walk reads; a sequence of anything else is written as its first item's class and its size."""
 
 
-class _WalkBuilder(HandleBuilder):
+class WalkBuilder(HandleBuilder):
     """Composes the walking function from method handles.
 
     Most handles here take ``(Object value, StringBuilder out)`` and append what they read of ``value`` to
     ``out``; the others map a value to a string or a boolean.
     """
+
+    _holders: tuple[Any, Any] | None = None
+
+    def holders(self) -> tuple[Any, Any]:
+        """Two ``AtomicReference``: where the text of a read is kept while it crosses in pieces, and where the
+        plan nodes of the last read are (one thread reads at a time)."""
+        if self._holders is None:
+            reference = self._classes("java.util.concurrent.atomic.AtomicReference")
+            self._holders = (reference(), reference())
+        return self._holders
 
     def _append(self) -> Any:
         """``(out, String)``: ``StringBuilder.append``."""
@@ -351,15 +364,29 @@ class _WalkBuilder(HandleBuilder):
 
     def _class_name(self) -> Any:
         """``(Object)String``: the value's class name, with well-known packages shortened."""
-        name = self._after(self._method("java.lang.Object", "getClass"), self._method("java.lang.Class", "getName"))
-        replace = self._method("java.lang.String", "replace", "java.lang.CharSequence", "java.lang.CharSequence")
-        for package, short in _PACKAGES:
-            name = self._after(name, self.mh.insertArguments(replace, 1, self._objects(package, short)))
-        return self.mh.explicitCastArguments(name, self._method_type(self.STR, self.OBJ))
 
-    def _for_each(self, iterator_of: Any, walk: Any) -> Any:
-        """``(value, out)``: ``walk(item, out)`` for each item of ``iterator_of(value)`` (a Scala iterator)."""
-        iterator = self._classes.java_class("scala.collection.Iterator")
+        def make() -> Any:
+            name = self.full_class_name()
+            replace = self._method("java.lang.String", "replace", "java.lang.CharSequence", "java.lang.CharSequence")
+            for package, short in _PACKAGES:
+                name = self._after(name, self.mh.insertArguments(replace, 1, self._objects(package, short)))
+            return self.mh.explicitCastArguments(name, self._method_type(self.STR, self.OBJ))
+
+        return self._once("class name", make)
+
+    def full_class_name(self) -> Any:
+        """``(Object)String``: the value's class name, as ``Class.getName`` gives it."""
+        return self._once(
+            "full class name",
+            lambda: self._after(
+                self._method("java.lang.Object", "getClass"), self._method("java.lang.Class", "getName")
+            ),
+        )
+
+    def _for_each(self, iterator_of: Any, walk: Any, iterator_class: str = "scala.collection.Iterator") -> Any:
+        """``(value, out)``: ``walk(item, out)`` for each item of ``iterator_of(value)`` (a Scala iterator, or
+        another ``iterator_class`` with ``hasNext`` and ``next``)."""
+        iterator = self._classes.java_class(iterator_class)
         start = self.mh.dropArguments(
             self.mh.explicitCastArguments(iterator_of, self._method_type(iterator, self.OBJ)), 1, self._types(self.SB)
         )
@@ -380,6 +407,15 @@ class _WalkBuilder(HandleBuilder):
         is written, to a new list the ``nodes`` reference holds, so that Python can ask for any of them.
         Without ``expressions``, expressions are written as ``x`` and plan nodes without their output: the
         plan's shape only, for plans too large to read whole."""
+        return self._function(self.walk(max_chars, nodes, expressions=expressions), holder, nodes)
+
+    def walk(self, max_chars: int, nodes: Any, *, expressions: bool) -> Any:
+        """``(tree, out)``: write the tree's text to ``out``, adding each plan node met, in the order it is
+        written, to the list the ``nodes`` reference holds."""
+        key = ("walk", max_chars, getattr(nodes, "_target_id", id(nodes)), expressions)
+        return self._once(key, lambda: self._walk(max_chars, nodes, expressions=expressions))
+
+    def _walk(self, max_chars: int, nodes: Any, *, expressions: bool) -> Any:
         walk_type = self._method_type(self.VOID, self.OBJ, self.SB)
         site = self._classes("java.lang.invoke.MutableCallSite")(walk_type)
         walk = site.dynamicInvoker()
@@ -452,7 +488,7 @@ class _WalkBuilder(HandleBuilder):
             *self._plain_values(),
         ]
         site.setTarget(self._choose(cases, otherwise=self._then(self._write("o"), self._write_text_of(class_name))))
-        return self._function(walk, holder, nodes)
+        return walk
 
     def _output(self) -> Any:
         """``(plan, out)``: ``@`` and ``<exprId>:<n>:<name>`` for each attribute of the plan's output, then
@@ -497,16 +533,37 @@ class _WalkBuilder(HandleBuilder):
         )
         return self._then(self._write("@"), guarded, self._write(";"))
 
+    def string(self) -> Any:
+        """``(value, out)``: ``s<n>:<text>``, the value's text and its length in code points."""
+
+        def make() -> Any:
+            code_points = self._after(
+                self._method("java.lang.String", "codePoints"), self._method("java.util.stream.IntStream", "count")
+            )
+            return self._after_text(
+                self._then(
+                    self._write("s"),
+                    self._write_text_of(self._text(code_points), ":"),
+                    self._write_text_of(self._method("java.lang.Object", "toString"), ""),
+                )
+            )
+
+        return self._once("string", make)
+
+    def scalar(self) -> Any:
+        """``(value, out)``: ``v<text>;``, a number or a boolean."""
+        return self._once(
+            "scalar",
+            lambda: self._then(self._write("v"), self._write_text_of(self._method("java.lang.Object", "toString"))),
+        )
+
+    def _after_text(self, writer: Any) -> Any:
+        """``writer`` given the value's text (``toString``), computed once."""
+        text = self._method("java.lang.Object", "toString").asType(self._method_type(self.OBJ, self.OBJ))
+        return self.mh.filterArguments(writer, 0, self._handles(text))
+
     def _plain_values(self) -> list[tuple[Any, Any]]:
-        code_points = self._after(
-            self._method("java.lang.String", "codePoints"), self._method("java.util.stream.IntStream", "count")
-        )
-        string = self._then(
-            self._write("s"),
-            self._write_text_of(self._text(code_points), ":"),
-            self._write_text_of(self._method("java.lang.Object", "toString"), ""),
-        )
-        scalar = self._then(self._write("v"), self._write_text_of(self._method("java.lang.Object", "toString")))
+        string, scalar = self.string(), self.scalar()
         expr_id = self._then(
             self._write("e"),
             self._write_text_of(self._text(self._method("org.apache.spark.sql.catalyst.expressions.ExprId", "id"))),
