@@ -41,7 +41,9 @@ from spark_lineage.plan import SKIPPED_EXPRESSION, Attribute, CatalystNode, Opaq
 
 MAX_TEXT_CHARS = 8_000_000
 """The walk stops (and the plan is read without its tree) beyond this much text: a runaway guard only."""
-_CHUNK_CHARS = 7_000
+CHUNK_CHARS = 7_000
+"""How much text one answer holds when answers cross in pieces (py4j answers of more than 8 KiB stall 40 ms on
+Nagle's algorithm)."""
 
 # Class names are shortened JVM-side (a plan repeats them hundreds of times) and expanded here.
 _PACKAGES = (
@@ -77,14 +79,14 @@ class CatalystTreeReader:
         with self._lock:
             function = self._function(expressions)
             text = str(function.apply(tree))
-            if len(text) == _CHUNK_CHARS:
+            if len(text) == CHUNK_CHARS:
                 builder = self._text_holder.getAndSet(None)
                 length = int(builder.length())
                 if length > max_chars:
                     raise JvmError(f"the plan is {length} characters of text, more than the {max_chars} allowed")
                 text += "".join(
-                    str(builder.substring(start, min(start + _CHUNK_CHARS, length)))
-                    for start in range(_CHUNK_CHARS, length, _CHUNK_CHARS)
+                    str(builder.substring(start, min(start + CHUNK_CHARS, length)))
+                    for start in range(CHUNK_CHARS, length, CHUNK_CHARS)
                 )
             nodes = self._nodes_holder.getAndSet(None)  # the plan's nodes are ours alone from here
         root = decode(text, self.field_names)
@@ -166,10 +168,48 @@ class _Open:
     values: list[TreeValue] = field(default_factory=list)
 
 
-class _Decoder:
-    def __init__(self, text: str, field_names: Callable[[str], Sequence[str]]) -> None:
+class TextReader:
+    """Reads, token by token, a text the JVM-side functions wrote."""
+
+    what = "the text"
+    """What the text is, for errors."""
+
+    def __init__(self, text: str) -> None:
         self.text = text
         self.position = 0
+
+    def end(self) -> None:
+        """Raise :class:`DecodeError` unless the whole text was read."""
+        if self.position != len(self.text):
+            raise DecodeError(f"unexpected text at {self.position} of {len(self.text)}")
+
+    def _peek(self) -> str:
+        if self.position >= len(self.text):
+            raise DecodeError(f"{self.what} ends early")
+        return self.text[self.position]
+
+    def _take(self, count: int) -> str:
+        end = self.position + count
+        if end > len(self.text):
+            raise DecodeError(f"{self.what} ends early")
+        chunk = self.text[self.position : end]
+        self.position = end
+        return chunk
+
+    def _until(self, stop: str) -> str:
+        end = self.text.find(stop, self.position)
+        if end < 0:
+            raise DecodeError(f"missing {stop!r} after {self.position}")
+        chunk = self.text[self.position : end]
+        self.position = end + 1
+        return chunk
+
+
+class _Decoder(TextReader):
+    what = "the tree's text"
+
+    def __init__(self, text: str, field_names: Callable[[str], Sequence[str]]) -> None:
+        super().__init__(text)
         self._field_names = field_names
         self._plan_nodes = 0
 
@@ -258,27 +298,6 @@ class _Decoder:
         except KeyError:
             raise DecodeError(f"a child of {opened.class_name} is not among its fields") from None
         return node
-
-    def _peek(self) -> str:
-        if self.position >= len(self.text):
-            raise DecodeError("the tree's text ends early")
-        return self.text[self.position]
-
-    def _take(self, count: int) -> str:
-        end = self.position + count
-        if end > len(self.text):
-            raise DecodeError("the tree's text ends early")
-        chunk = self.text[self.position : end]
-        self.position = end
-        return chunk
-
-    def _until(self, stop: str) -> str:
-        end = self.text.find(stop, self.position)
-        if end < 0:
-            raise DecodeError(f"missing {stop!r} after {self.position}")
-        chunk = self.text[self.position : end]
-        self.position = end + 1
-        return chunk
 
 
 def _plan_nodes_in(values: Sequence[TreeValue]) -> list[CatalystNode]:
@@ -617,7 +636,7 @@ class WalkBuilder(HandleBuilder):
 
     def _function(self, walk: Any, holder: Any, nodes: Any) -> Any:
         """``java.util.function.Function``: put a new list into ``nodes``, walk the value into a new
-        ``StringBuilder``, keep the builder in ``holder`` and answer its first :data:`_CHUNK_CHARS` characters
+        ``StringBuilder``, keep the builder in ``holder`` and answer its first :data:`CHUNK_CHARS` characters
         (all of it, for most plans)."""
         new_builder = self.lookup.findConstructor(self.SB, self._method_type(self.VOID))
         walk_into = self.mh.permuteArguments(walk, self._method_type(self.VOID, self.SB, self.OBJ), self._ints(1, 0))
@@ -640,9 +659,7 @@ class WalkBuilder(HandleBuilder):
         )
         first_end = self._after(
             self.lookup.findVirtual(self.SB, "length", self._method_type(self.INT)),
-            self.mh.insertArguments(
-                self._method("java.lang.Math", "min", "int", "int"), 1, self._objects(_CHUNK_CHARS)
-            ),
+            self.mh.insertArguments(self._method("java.lang.Math", "min", "int", "int"), 1, self._objects(CHUNK_CHARS)),
         )
         first_chunk = self.mh.dropArguments(self.mh.foldArguments(from_start, first_end), 1, self._types(self.OBJ))
         run = self.mh.foldArguments(
