@@ -163,6 +163,7 @@ class LineageRuntime:
         self._unread = 0
         """Finished queries and jobs that were not read: the JVM ended first."""
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
+        self._recorded = 0
         self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
         )
@@ -586,7 +587,10 @@ class LineageRuntime:
             directory = Path(self._record_dir)
             directory.mkdir(parents=True, exist_ok=True)
             # funcName is free text (Delta names its log-state caches after the table's path): keep it a file name.
-            name = f"{query.end_ms}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', query.func_name)[:80]}.json"
+            # Queries may end in the same millisecond: a sequence number keeps each, in the order they came.
+            self._recorded += 1
+            func = re.sub(r"[^A-Za-z0-9_.-]+", "_", query.func_name)[:80]
+            name = f"{query.end_ms}-{self._recorded:06d}-{func}.json"
             (directory / name).write_text(json.dumps(query.to_dict(), indent=2, sort_keys=True))
         except Exception as exc:  # noqa: BLE001
             self.errors.report("recording a capture", exc)
