@@ -8,6 +8,7 @@
 - :mod:`~spark_lineage.jvm.catalyst_tree`: a whole plan, expressions included, in one call;
 - :mod:`~spark_lineage.jvm.listener`: a Spark listener that passes on only the jobs that are no SQL
   execution, and what those jobs read and write; :mod:`~spark_lineage.jvm.rdd`: an RDD's lineage graph;
+- :mod:`~spark_lineage.jvm.sql_jobs`: SQL executions' jobs, kept in the JVM until their query is read;
 - :mod:`~spark_lineage.jvm.method_handles`: the JVM-side functions both of those are composed of;
 - :mod:`~spark_lineage.jvm.probes`: the generic evaluators of the probes handlers declare (JVM-side probers,
   and the Python way for what they leave);

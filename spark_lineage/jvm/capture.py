@@ -4,7 +4,8 @@
 (:mod:`spark_lineage.jvm.method_handles`) that read a ``QueryExecution`` and answer one text each:
 
 1. the *header* (:class:`HeaderField`): which of the plans asked for could be had, its root's class and node
-   name (whether the query is reported is decided on those, in Python) and the query's id;
+   name (whether the query is reported is decided on those, in Python), the query's id, and its Spark jobs,
+   which the job listener kept in the JVM (:mod:`spark_lineage.jvm.sql_jobs`);
 2. the *body* (:class:`BodyField`), for a query that is reported: the plan whole (:mod:`spark_lineage.jvm.
    catalyst_tree`), what the probers wrote of its nodes (:mod:`spark_lineage.jvm.probes`), the executed plan's
    root and SQL metrics, the SQL text, the failure, and the plan's JSON when asked for.
@@ -29,6 +30,7 @@ from typing import Any, Union
 
 from spark_lineage.jvm.catalyst_tree import CHUNK_CHARS, MAX_TEXT_CHARS, DecodeError, TextReader, read_scalar
 from spark_lineage.jvm.probes import ProbeCompiler
+from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, answers_at_once
 
 _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
@@ -58,6 +60,9 @@ class HeaderField(IntEnum):
     """The plan root's ``nodeName``."""
     QUERY_ID = 3
     """``QueryExecution.id``."""
+    JOBS = 4
+    """The texts of the query's Spark jobs' starts and ends (:mod:`~spark_lineage.jvm.sql_jobs`), taken out of
+    the JVM whether the query is reported or not (``N``: none)."""
 
 
 class BodyField(IntEnum):
@@ -116,11 +121,12 @@ class BodyOptions:
     logical_plan: bool
 
 
-class CaptureFunctions(ProbeCompiler):
+class CaptureFunctions(ProbeCompiler, SqlJobHandles):
     """The JVM-side functions a reader reads queries with, each composed on first use."""
 
-    def __init__(self, gateway: Any, classes: JvmClasses) -> None:
+    def __init__(self, gateway: Any, classes: JvmClasses, jobs: SqlJobStore) -> None:
         super().__init__(gateway, classes)
+        self._jobs = jobs
         self.whole = answers_at_once(gateway, classes)
         """Whether answers cross whole (else in pieces of :data:`CHUNK_CHARS`)."""
         self.text_holder, self.nodes_holder = self.holders()
@@ -236,7 +242,8 @@ class CaptureFunctions(ProbeCompiler):
             )
             chain = self._rolled_back(self._of(self._accessor(accessors[index]), found), chain)
         query_id = self._failing(self._of(self._method(_QUERY_EXECUTION, "id"), self.scalar()))
-        return self._on_query(self._then(chain, query_id))
+        jobs = self._failing(self._of(self.taking(self._jobs), self._or_none(self.string())))
+        return self._on_query(self._then(chain, query_id, jobs))
 
     def _body_steps(self, options: BodyOptions) -> Any:
         """The body's steps, each composed once and shared by the bodies that differ in other options."""

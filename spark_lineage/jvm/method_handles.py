@@ -125,6 +125,10 @@ class HandleBuilder:
             chosen = self.mh.guardWithTest(test, handle, chosen)
         return chosen
 
+    def _as_object(self, handle: Any) -> Any:
+        """A one-argument handle as ``(Object)Object`` (its argument cast, its result boxed)."""
+        return handle.asType(self._method_type(self.OBJ, self.OBJ))
+
     def _is_null(self) -> Any:
         """``(Object)boolean``: ``value == null``."""
         return self._method("java.util.Objects", "isNull", "java.lang.Object")

@@ -38,8 +38,10 @@ from spark_lineage.jvm.capture import (
     TooLong,
 )
 from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode
+from spark_lineage.jvm.listener import read_query_jobs
 from spark_lineage.jvm.probes import JvmProbes, ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
+from spark_lineage.jvm.sql_jobs import sql_job_store
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, safe
 from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, QueryOrigin, simple_class_name
 
@@ -94,8 +96,9 @@ class QueryReader:
         self._classes = classes
         self._functions: CaptureFunctions | None = None
         self._jvm_probes: JvmProbes | None = None
+        self._jobs = sql_job_store(gateway, classes)
         try:
-            self._functions = CaptureFunctions(gateway, classes)
+            self._functions = CaptureFunctions(gateway, classes, self._jobs)
             self._jvm_probes = JvmProbes(self._functions, classes, probes_for)
         except Exception:
             log.debug("spark_lineage: queries are read without JVM-side functions", exc_info=True)
@@ -157,6 +160,8 @@ class QueryReader:
         query.query_id = (
             _guard(query, "query id", lambda: int(qe.id())) if isinstance(query_id, Failed) else _int(query_id)
         )
+        jobs = header[HeaderField.JOBS]
+        query.jobs = read_query_jobs(jobs if isinstance(jobs, str) else None, query.query_id)
         expressions = rules.expressions
         options = BodyOptions(
             accessor=accessor,
@@ -237,8 +242,11 @@ class QueryReader:
         root_name = str(plan.nodeName()) if plan is not None else None
         if root_name is not None and not rules.is_reported(root_name, pending.func_name):
             return None
-        # What the query's Spark jobs were filed under (jvm.listener).
+        # What the query's Spark jobs were filed under (jvm.sql_jobs).
         query.query_id = _guard(query, "query id", lambda: int(qe.id()))
+        query_id = query.query_id
+        if query_id is not None:
+            query.jobs = read_query_jobs(safe(lambda: self._jobs.take_slowly(query_id)), query_id)
         if pending.exception is not None:
             self._read_failure(pending, qe, query)
         if plan is not None and root_name is not None:
