@@ -1,6 +1,7 @@
-"""Which Spark jobs each query ran, kept from the jobs' starts and ends until the query listener reports the
-query (Spark posts a SQL execution's job events before its end, on the same listener queue, so they reach the
-analysis worker first)."""
+"""Which Spark jobs each query ran, from the jobs' starts and ends: filed under their query, and taken in the
+order they started once the query is read (the job listener keeps a query's in the JVM until then,
+:mod:`spark_lineage.jvm.sql_jobs`; Spark posts a SQL execution's job events before its end, on the same
+listener queue, so they are all there)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ that are never reported: read-only actions, sessions without lineage)."""
 
 
 class QueryJobLog:
-    """The jobs of the queries not reported yet, by query id. The analysis worker of the session whose listener
-    hears the SparkContext's jobs records them; the worker of any session of that context takes its queries'."""
+    """The jobs of the queries not reported yet, by query id (the py4j edge files a query's own jobs here as it
+    reads the query, :func:`~spark_lineage.jvm.listener.read_query_jobs`)."""
 
     def __init__(self, kept: int = _QUERIES_KEPT) -> None:
         self._kept = kept

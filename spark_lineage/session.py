@@ -3,8 +3,9 @@
 Threads involved, and what each may do:
 
 - Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, and
-  :class:`~spark_lineage.jvm.JobSink` at the start and end of each job (an RDD job's, or a SQL execution's,
-  whose query run gets a RUNNING event per job), which only queue;
+  :class:`~spark_lineage.jvm.JobSink` at the start and end of each RDD job, which only queue (a SQL
+  execution's jobs, whose query run gets a RUNNING event per job, are kept in the JVM and read with their
+  query);
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
@@ -62,7 +63,6 @@ from spark_lineage.plan import (
     RddJobStart,
     SessionInfo,
 )
-from spark_lineage.query_jobs import QueryJobLog
 from spark_lineage.redaction import Redactor
 from spark_lineage.streaming import StreamTracker
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -163,6 +163,7 @@ class LineageRuntime:
         self._unread = 0
         """Finished queries and jobs that were not read: the JVM ended first."""
         self._record_dir = os.environ.get(RECORD_CAPTURES_ENV)
+        self._recorded = 0
         self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
         )
@@ -220,8 +221,6 @@ class LineageRuntime:
         """The Iceberg catalogs whose reporters get ours, in this session and in each Connect session."""
         self._rdd_jobs: dict[int, RddJobStart] = {}
         self._reports_query_jobs = analysis.reports_query_jobs(self.session.conf)
-        self.query_jobs = QueryJobLog()
-        """The Spark jobs of queries not reported yet, when this runtime's listener hears the context's jobs."""
         self._owns_job_listener = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -408,9 +407,7 @@ class LineageRuntime:
                 self._rdd_job(pending)
             return
         if isinstance(pending, PendingSqlJob):
-            with costs.stage(Stage.JOB_LISTENER):
-                self.query_jobs.record(self.bridge.read_sql_job(pending))
-            return
+            return  # the job listener keeps SQL executions' jobs in the JVM, read with their query: none is passed
         if isinstance(pending, PendingSessionEvent):
             with costs.stage(Stage.SESSIONS):
                 self._session_event(pending)
@@ -423,8 +420,8 @@ class LineageRuntime:
         if query is None:
             return
         with costs.stage(Stage.ANALYSIS):
-            jobs = self._job_log().take(query.query_id)
-            query.jobs = jobs if self._reports_query_jobs else ()
+            if not self._reports_query_jobs:
+                query.jobs = ()
             lineage = self._lineage(query, self.context)
         allowed = query.tree is not None and query.tree.simple_name in self.config.allowed_spark_nodes
         if self.config.filter_read_only_actions and query.succeeded and analysis.is_empty(lineage) and not allowed:
@@ -513,12 +510,6 @@ class LineageRuntime:
     def _not_read(self) -> None:
         self._unread += 1
 
-    def _job_log(self) -> QueryJobLog:
-        """The log of the runtime whose listener hears this context's jobs (this one's, when none does)."""
-        with _lock:
-            owner = _job_listener_owners.get(self.context_id)
-        return self.query_jobs if owner is None else owner.query_jobs
-
     def _lineage(self, query: CapturedQuery, context: AnalysisContext) -> QueryLineage:
         try:
             return analysis.analyze(query, context, self.config.column_lineage)
@@ -586,8 +577,13 @@ class LineageRuntime:
             directory = Path(self._record_dir)
             directory.mkdir(parents=True, exist_ok=True)
             # funcName is free text (Delta names its log-state caches after the table's path): keep it a file name.
-            name = f"{query.end_ms}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', query.func_name)[:80]}.json"
-            (directory / name).write_text(json.dumps(query.to_dict(), indent=2, sort_keys=True))
+            # Queries may end in the same millisecond: a sequence number keeps each, in the order they came.
+            self._recorded += 1
+            func = re.sub(r"[^A-Za-z0-9_.-]+", "_", query.func_name)[:80]
+            name = f"{query.end_ms}-{self._recorded:06d}-{func}.json"
+            # Recorded plans carry no Spark jobs, as they never did: the unit tests give each the jobs they test.
+            recorded = replace(query, jobs=()).to_dict()
+            (directory / name).write_text(json.dumps(recorded, indent=2, sort_keys=True))
         except Exception as exc:  # noqa: BLE001
             self.errors.report("recording a capture", exc)
 

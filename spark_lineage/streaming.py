@@ -173,5 +173,7 @@ class StreamTracker:
         if captured is None:
             return
         stream.lineage = self._analyze(captured)
-        stream.batch = dataclasses.replace(captured, tree=None, sql=None, capture_errors=[])
+        # Each batch's events are built from this one's capture, without its Spark jobs (a micro-batch's run has
+        # no RUNNING event per job).
+        stream.batch = dataclasses.replace(captured, tree=None, sql=None, capture_errors=[], jobs=())
         stream.query = None  # read once: every batch reads and writes the same datasets

@@ -20,7 +20,7 @@ from spark_lineage import costs
 from spark_lineage.costs import Stage
 from spark_lineage.jvm import watch
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
-from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, PendingSqlJob, RddJobReader, read_sql_job
+from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, RddJobReader
 from spark_lineage.jvm.sessions import (
     PendingSessionEvent,
     SessionListener,
@@ -40,8 +40,6 @@ from spark_lineage.plan import (
     RddJobEnd,
     RddJobStart,
     SessionInfo,
-    SqlJobEnd,
-    SqlJobStart,
 )
 
 if TYPE_CHECKING:
@@ -226,11 +224,11 @@ class JvmBridge:
         if not self.is_stopped():
             self.streams.unregister()
 
-    # --- jobs that are no SQL execution (RDD actions) ------------------------------------------------------
+    # --- Spark jobs: SQL executions' (kept in the JVM for their query), RDD actions' -------------------------
 
     def add_job_listener(self, sink: JobSink, rdd_jobs: bool = True) -> None:
-        """Add the Spark listener that hands ``sink`` the start and end of each job: of SQL executions, and
-        with ``rdd_jobs`` of those that are none (:mod:`spark_lineage.jvm.listener`)."""
+        """Add the Spark listener that keeps each SQL execution's jobs in the JVM for its query's read, and with
+        ``rdd_jobs`` hands ``sink`` the start and end of each job that is none (:mod:`spark_lineage.jvm.listener`)."""
         listener = JobListener(self._sc, self._gateway, self._classes, sink, rdd_jobs)
         listener.install()
         self._job_listener = listener
@@ -287,11 +285,6 @@ class JvmBridge:
         if self._jobs is None:
             self._jobs = RddJobReader(self._classes, self._sc._jsc.sc())
         return self._jobs
-
-    @staticmethod
-    def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
-        """What a queued SQL execution's job start or end says (plain text: no JVM call)."""
-        return read_sql_job(pending)
 
     # --- queries -------------------------------------------------------------------------------------------
 

@@ -41,7 +41,9 @@ from spark_lineage.plan import SKIPPED_EXPRESSION, Attribute, CatalystNode, Opaq
 
 MAX_TEXT_CHARS = 8_000_000
 """The walk stops (and the plan is read without its tree) beyond this much text: a runaway guard only."""
-_CHUNK_CHARS = 7_000
+CHUNK_CHARS = 7_000
+"""How much text one answer holds when answers cross in pieces (py4j answers of more than 8 KiB stall 40 ms on
+Nagle's algorithm)."""
 
 # Class names are shortened JVM-side (a plan repeats them hundreds of times) and expanded here.
 _PACKAGES = (
@@ -60,9 +62,10 @@ class CatalystTreeReader:
     calls, once per session) and then serve every query; constructor parameter names are asked once per
     class. One thread at a time."""
 
-    def __init__(self, gateway: Any, classes: JvmClasses) -> None:
+    def __init__(self, gateway: Any, classes: JvmClasses, builder: WalkBuilder | None = None) -> None:
         self._gateway = gateway
         self._classes = classes
+        self._builder = builder
         self._functions: dict[bool, Any] = {}
         self._text_holder: Any = None
         self._nodes_holder: Any = None
@@ -76,14 +79,14 @@ class CatalystTreeReader:
         with self._lock:
             function = self._function(expressions)
             text = str(function.apply(tree))
-            if len(text) == _CHUNK_CHARS:
+            if len(text) == CHUNK_CHARS:
                 builder = self._text_holder.getAndSet(None)
                 length = int(builder.length())
                 if length > max_chars:
                     raise JvmError(f"the plan is {length} characters of text, more than the {max_chars} allowed")
                 text += "".join(
-                    str(builder.substring(start, min(start + _CHUNK_CHARS, length)))
-                    for start in range(_CHUNK_CHARS, length, _CHUNK_CHARS)
+                    str(builder.substring(start, min(start + CHUNK_CHARS, length)))
+                    for start in range(CHUNK_CHARS, length, CHUNK_CHARS)
                 )
             nodes = self._nodes_holder.getAndSet(None)  # the plan's nodes are ours alone from here
         root = decode(text, self.field_names)
@@ -108,11 +111,12 @@ class CatalystTreeReader:
     def _function(self, expressions: bool) -> Any:
         function = self._functions.get(expressions)
         if function is None:
-            if self._text_holder is None:
-                self._text_holder = self._classes("java.util.concurrent.atomic.AtomicReference")()
-                self._nodes_holder = self._classes("java.util.concurrent.atomic.AtomicReference")()
-            builder = _WalkBuilder(self._gateway, self._classes)
-            function = builder.build(MAX_TEXT_CHARS, self._text_holder, self._nodes_holder, expressions=expressions)
+            if self._builder is None:
+                self._builder = WalkBuilder(self._gateway, self._classes)
+            self._text_holder, self._nodes_holder = self._builder.holders()
+            function = self._builder.build(
+                MAX_TEXT_CHARS, self._text_holder, self._nodes_holder, expressions=expressions
+            )
             self._functions[expressions] = function
         return function
 
@@ -164,10 +168,48 @@ class _Open:
     values: list[TreeValue] = field(default_factory=list)
 
 
-class _Decoder:
-    def __init__(self, text: str, field_names: Callable[[str], Sequence[str]]) -> None:
+class TextReader:
+    """Reads, token by token, a text the JVM-side functions wrote."""
+
+    what = "the text"
+    """What the text is, for errors."""
+
+    def __init__(self, text: str) -> None:
         self.text = text
         self.position = 0
+
+    def end(self) -> None:
+        """Raise :class:`DecodeError` unless the whole text was read."""
+        if self.position != len(self.text):
+            raise DecodeError(f"unexpected text at {self.position} of {len(self.text)}")
+
+    def _peek(self) -> str:
+        if self.position >= len(self.text):
+            raise DecodeError(f"{self.what} ends early")
+        return self.text[self.position]
+
+    def _take(self, count: int) -> str:
+        end = self.position + count
+        if end > len(self.text):
+            raise DecodeError(f"{self.what} ends early")
+        chunk = self.text[self.position : end]
+        self.position = end
+        return chunk
+
+    def _until(self, stop: str) -> str:
+        end = self.text.find(stop, self.position)
+        if end < 0:
+            raise DecodeError(f"missing {stop!r} after {self.position}")
+        chunk = self.text[self.position : end]
+        self.position = end + 1
+        return chunk
+
+
+class _Decoder(TextReader):
+    what = "the tree's text"
+
+    def __init__(self, text: str, field_names: Callable[[str], Sequence[str]]) -> None:
+        super().__init__(text)
         self._field_names = field_names
         self._plan_nodes = 0
 
@@ -222,7 +264,7 @@ class _Decoder:
         if tag == "s":
             return self._take(int(self._until(":")))
         if tag == "v":
-            return _scalar(self._until(";"))
+            return read_scalar(self._until(";"))
         if tag == "e":
             return int(self._until(";"))
         if tag == "E":
@@ -257,27 +299,6 @@ class _Decoder:
             raise DecodeError(f"a child of {opened.class_name} is not among its fields") from None
         return node
 
-    def _peek(self) -> str:
-        if self.position >= len(self.text):
-            raise DecodeError("the tree's text ends early")
-        return self.text[self.position]
-
-    def _take(self, count: int) -> str:
-        end = self.position + count
-        if end > len(self.text):
-            raise DecodeError("the tree's text ends early")
-        chunk = self.text[self.position : end]
-        self.position = end
-        return chunk
-
-    def _until(self, stop: str) -> str:
-        end = self.text.find(stop, self.position)
-        if end < 0:
-            raise DecodeError(f"missing {stop!r} after {self.position}")
-        chunk = self.text[self.position : end]
-        self.position = end + 1
-        return chunk
-
 
 def _plan_nodes_in(values: Sequence[TreeValue]) -> list[CatalystNode]:
     """The plan nodes among a node's field values (inside sequences, tuples and options too)."""
@@ -291,7 +312,8 @@ def _plan_nodes_in(values: Sequence[TreeValue]) -> list[CatalystNode]:
     return found
 
 
-def _scalar(text: str) -> int | float | bool:
+def read_scalar(text: str) -> int | float | bool:
+    """What ``v<text>;`` holds: a boolean, an integer or a float."""
     if text in ("true", "false"):
         return text == "true"
     try:
@@ -315,12 +337,22 @@ _WALKED = (
 """Values the walk reads; a sequence of anything else is written as its first item's class and its size."""
 
 
-class _WalkBuilder(HandleBuilder):
+class WalkBuilder(HandleBuilder):
     """Composes the walking function from method handles.
 
     Most handles here take ``(Object value, StringBuilder out)`` and append what they read of ``value`` to
     ``out``; the others map a value to a string or a boolean.
     """
+
+    _holders: tuple[Any, Any] | None = None
+
+    def holders(self) -> tuple[Any, Any]:
+        """Two ``AtomicReference``: where the text of a read is kept while it crosses in pieces, and where the
+        plan nodes of the last read are (one thread reads at a time)."""
+        if self._holders is None:
+            reference = self._classes("java.util.concurrent.atomic.AtomicReference")
+            self._holders = (reference(), reference())
+        return self._holders
 
     def _append(self) -> Any:
         """``(out, String)``: ``StringBuilder.append``."""
@@ -351,15 +383,29 @@ class _WalkBuilder(HandleBuilder):
 
     def _class_name(self) -> Any:
         """``(Object)String``: the value's class name, with well-known packages shortened."""
-        name = self._after(self._method("java.lang.Object", "getClass"), self._method("java.lang.Class", "getName"))
-        replace = self._method("java.lang.String", "replace", "java.lang.CharSequence", "java.lang.CharSequence")
-        for package, short in _PACKAGES:
-            name = self._after(name, self.mh.insertArguments(replace, 1, self._objects(package, short)))
-        return self.mh.explicitCastArguments(name, self._method_type(self.STR, self.OBJ))
 
-    def _for_each(self, iterator_of: Any, walk: Any) -> Any:
-        """``(value, out)``: ``walk(item, out)`` for each item of ``iterator_of(value)`` (a Scala iterator)."""
-        iterator = self._classes.java_class("scala.collection.Iterator")
+        def make() -> Any:
+            name = self.full_class_name()
+            replace = self._method("java.lang.String", "replace", "java.lang.CharSequence", "java.lang.CharSequence")
+            for package, short in _PACKAGES:
+                name = self._after(name, self.mh.insertArguments(replace, 1, self._objects(package, short)))
+            return self.mh.explicitCastArguments(name, self._method_type(self.STR, self.OBJ))
+
+        return self._once("class name", make)
+
+    def full_class_name(self) -> Any:
+        """``(Object)String``: the value's class name, as ``Class.getName`` gives it."""
+        return self._once(
+            "full class name",
+            lambda: self._after(
+                self._method("java.lang.Object", "getClass"), self._method("java.lang.Class", "getName")
+            ),
+        )
+
+    def _for_each(self, iterator_of: Any, walk: Any, iterator_class: str = "scala.collection.Iterator") -> Any:
+        """``(value, out)``: ``walk(item, out)`` for each item of ``iterator_of(value)`` (a Scala iterator, or
+        another ``iterator_class`` with ``hasNext`` and ``next``)."""
+        iterator = self._classes.java_class(iterator_class)
         start = self.mh.dropArguments(
             self.mh.explicitCastArguments(iterator_of, self._method_type(iterator, self.OBJ)), 1, self._types(self.SB)
         )
@@ -380,6 +426,15 @@ class _WalkBuilder(HandleBuilder):
         is written, to a new list the ``nodes`` reference holds, so that Python can ask for any of them.
         Without ``expressions``, expressions are written as ``x`` and plan nodes without their output: the
         plan's shape only, for plans too large to read whole."""
+        return self._function(self.walk(max_chars, nodes, expressions=expressions), holder, nodes)
+
+    def walk(self, max_chars: int, nodes: Any, *, expressions: bool) -> Any:
+        """``(tree, out)``: write the tree's text to ``out``, adding each plan node met, in the order it is
+        written, to the list the ``nodes`` reference holds."""
+        key = ("walk", max_chars, getattr(nodes, "_target_id", id(nodes)), expressions)
+        return self._once(key, lambda: self._walk(max_chars, nodes, expressions=expressions))
+
+    def _walk(self, max_chars: int, nodes: Any, *, expressions: bool) -> Any:
         walk_type = self._method_type(self.VOID, self.OBJ, self.SB)
         site = self._classes("java.lang.invoke.MutableCallSite")(walk_type)
         walk = site.dynamicInvoker()
@@ -452,7 +507,7 @@ class _WalkBuilder(HandleBuilder):
             *self._plain_values(),
         ]
         site.setTarget(self._choose(cases, otherwise=self._then(self._write("o"), self._write_text_of(class_name))))
-        return self._function(walk, holder, nodes)
+        return walk
 
     def _output(self) -> Any:
         """``(plan, out)``: ``@`` and ``<exprId>:<n>:<name>`` for each attribute of the plan's output, then
@@ -497,16 +552,37 @@ class _WalkBuilder(HandleBuilder):
         )
         return self._then(self._write("@"), guarded, self._write(";"))
 
+    def string(self) -> Any:
+        """``(value, out)``: ``s<n>:<text>``, the value's text and its length in code points."""
+
+        def make() -> Any:
+            code_points = self._after(
+                self._method("java.lang.String", "codePoints"), self._method("java.util.stream.IntStream", "count")
+            )
+            return self._after_text(
+                self._then(
+                    self._write("s"),
+                    self._write_text_of(self._text(code_points), ":"),
+                    self._write_text_of(self._method("java.lang.Object", "toString"), ""),
+                )
+            )
+
+        return self._once("string", make)
+
+    def scalar(self) -> Any:
+        """``(value, out)``: ``v<text>;``, a number or a boolean."""
+        return self._once(
+            "scalar",
+            lambda: self._then(self._write("v"), self._write_text_of(self._method("java.lang.Object", "toString"))),
+        )
+
+    def _after_text(self, writer: Any) -> Any:
+        """``writer`` given the value's text (``toString``), computed once."""
+        text = self._method("java.lang.Object", "toString").asType(self._method_type(self.OBJ, self.OBJ))
+        return self.mh.filterArguments(writer, 0, self._handles(text))
+
     def _plain_values(self) -> list[tuple[Any, Any]]:
-        code_points = self._after(
-            self._method("java.lang.String", "codePoints"), self._method("java.util.stream.IntStream", "count")
-        )
-        string = self._then(
-            self._write("s"),
-            self._write_text_of(self._text(code_points), ":"),
-            self._write_text_of(self._method("java.lang.Object", "toString"), ""),
-        )
-        scalar = self._then(self._write("v"), self._write_text_of(self._method("java.lang.Object", "toString")))
+        string, scalar = self.string(), self.scalar()
         expr_id = self._then(
             self._write("e"),
             self._write_text_of(self._text(self._method("org.apache.spark.sql.catalyst.expressions.ExprId", "id"))),
@@ -560,7 +636,7 @@ class _WalkBuilder(HandleBuilder):
 
     def _function(self, walk: Any, holder: Any, nodes: Any) -> Any:
         """``java.util.function.Function``: put a new list into ``nodes``, walk the value into a new
-        ``StringBuilder``, keep the builder in ``holder`` and answer its first :data:`_CHUNK_CHARS` characters
+        ``StringBuilder``, keep the builder in ``holder`` and answer its first :data:`CHUNK_CHARS` characters
         (all of it, for most plans)."""
         new_builder = self.lookup.findConstructor(self.SB, self._method_type(self.VOID))
         walk_into = self.mh.permuteArguments(walk, self._method_type(self.VOID, self.SB, self.OBJ), self._ints(1, 0))
@@ -583,9 +659,7 @@ class _WalkBuilder(HandleBuilder):
         )
         first_end = self._after(
             self.lookup.findVirtual(self.SB, "length", self._method_type(self.INT)),
-            self.mh.insertArguments(
-                self._method("java.lang.Math", "min", "int", "int"), 1, self._objects(_CHUNK_CHARS)
-            ),
+            self.mh.insertArguments(self._method("java.lang.Math", "min", "int", "int"), 1, self._objects(CHUNK_CHARS)),
         )
         first_chunk = self.mh.dropArguments(self.mh.foldArguments(from_start, first_end), 1, self._types(self.OBJ))
         run = self.mh.foldArguments(

@@ -1,18 +1,18 @@
-"""A Spark listener that passes Python only the starts and ends of jobs.
+"""A Spark listener that passes Python only the starts and ends of RDD jobs, and keeps SQL executions' jobs.
 
 A listener written in Python would be called over py4j for every listener event Spark posts: each task's
 start and end, metrics updates, block updates (thousands of round trips for a job of a thousand tasks). This
 one is a ``java.lang.reflect.Proxy`` of ``SparkListenerInterface`` whose invocation handler is composed of
-method handles (:mod:`spark_lineage.jvm.method_handles`), so every event is filtered in the JVM, and Python
-is called twice per job, with what it needs already read:
+method handles (:mod:`spark_lineage.jvm.method_handles`), so every event is filtered in the JVM:
 
-- at the start of a job whose properties carry no SQL execution id (an RDD action), with the job's id, time
-  and properties as one text, and the ``ActiveJob`` Spark keeps for it, captured in the JVM at once: Spark
-  forgets it when the job ends, and a short job may end before Python could ask;
-- at the start of a job of a SQL execution, with one text: the job's id, time and properties, and the id of
-  the ``QueryExecution`` running it (the query listener reports that query after it ran; its run gets a
-  RUNNING event per job);
-- at the end of a job it passed the start of: an RDD job's end event, a SQL job's id, time and outcome as text.
+- at the start of a job whose properties carry no SQL execution id (an RDD action), Python is called with the
+  job's id, time and properties as one text, and the ``ActiveJob`` Spark keeps for it, captured in the JVM at
+  once: Spark forgets it when the job ends, and a short job may end before Python could ask; at its end, with
+  the end event;
+- the start and end of a job of a SQL execution are kept in the JVM as text (the job's id, time and
+  properties, and the id of the ``QueryExecution`` running it; at its end, its id, time and outcome), filed
+  under its query (:mod:`spark_lineage.jvm.sql_jobs`), which takes them when it is read: the query's run gets a
+  RUNNING event per job, and Python is not called.
 
 The Python side only queues (:class:`JobSink`); :class:`RddJobReader` reads what a queued RDD job holds on the
 analysis thread, as plain data, and :func:`read_sql_job` what a SQL job's text says.
@@ -32,8 +32,18 @@ from spark_lineage import costs
 from spark_lineage.costs import Stage
 from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
+from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore, job_texts, sql_job_store
 from spark_lineage.jvm.values import JvmClasses, message, safe
-from spark_lineage.plan import JobIo, RddJobEnd, RddJobStart, SparkJobDetails, SqlJobEnd, SqlJobStart
+from spark_lineage.plan import (
+    JobIo,
+    QueryJob,
+    RddJobEnd,
+    RddJobStart,
+    SparkJobDetails,
+    SqlJobEnd,
+    SqlJobStart,
+)
+from spark_lineage.query_jobs import QueryJobLog
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +54,9 @@ _SQL_EXECUTION_ID = "spark.sql.execution.id"
 _END = "end"
 """What the sink receives beside an RDD job's end: a string crosses py4j as a value, with no round trip."""
 _SQL = "sql"
-"""What the sink receives beside the text of a SQL execution's job start or end."""
+"""What the sink receives beside the text of a SQL execution's job start or end, from a listener that passes
+them (this one keeps them in the JVM)."""
+_EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 _FIELD_SEP = "\x1f"
 _UNSET = "\x1d"
 """Stands for a job property that is not set."""
@@ -81,7 +93,7 @@ class PendingJob:
 
 @dataclass(frozen=True)
 class PendingSqlJob:
-    """The start or end of a job of a SQL execution, as the JVM wrote it: plain text, read on the worker."""
+    """The start or end of a job of a SQL execution, as the JVM wrote it: plain text, read without the JVM."""
 
     text: str
 
@@ -152,7 +164,8 @@ class JobListener(BusListener):
 
     def _build(self, sink: Any) -> Any:
         jobs = self._jsc.dagScheduler().jobIdToActiveJob()
-        return _ListenerBuilder(self._gateway, self._classes).build(sink, jobs, self._rdd_jobs)
+        store = sql_job_store(self._gateway, self._classes)
+        return _ListenerBuilder(self._gateway, self._classes).build(sink, jobs, store, self._rdd_jobs)
 
 
 class ListenerProxyBuilder(HandleBuilder):
@@ -262,23 +275,22 @@ class ListenerProxyBuilder(HandleBuilder):
         each = self.mh.filterArguments(collected, 0, self._handles(*filters))
         return self.mh.permuteArguments(each, self._method_type(self.STR, self.OBJ), self._ints(*([0] * len(parts))))
 
-    def _as_object(self, handle: Any) -> Any:
-        return handle.asType(self._method_type(self.OBJ, self.OBJ))
-
     def _ignore(self) -> Any:
         return self.mh.empty(self._method_type(self.VOID, self.OBJ))
 
 
-class _ListenerBuilder(ListenerProxyBuilder):
+class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
     """Composes the filtering job listener."""
 
-    def build(self, sink: Any, jobs: Any, rdd_jobs: bool = True) -> Any:
+    def build(self, sink: Any, jobs: Any, store: SqlJobStore, rdd_jobs: bool = True) -> Any:
         tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
-        sql_tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
         return self.proxy(
             {
-                "onJobStart": self._on_start(sink, jobs, tracked, sql_tracked, rdd_jobs),
-                "onJobEnd": self._on_end(sink, tracked, sql_tracked),
+                "onJobStart": self._on_start(sink, jobs, tracked, store, rdd_jobs),
+                "onJobEnd": self._on_end(sink, tracked, store),
+                "onOtherEvent": self._choose(
+                    [(self._is(_EXECUTION_END), self.ending_execution(store))], otherwise=self._ignore()
+                ),
             },
             "spark_lineage job listener",
         )
@@ -287,10 +299,10 @@ class _ListenerBuilder(ListenerProxyBuilder):
         """``(event) -> Integer``: the job id, boxed as Spark's job map and our set key it."""
         return self._boxed(self._method(event_class, "jobId"))
 
-    def _on_start(self, sink: Any, jobs: Any, tracked: Any, sql_tracked: Any, rdd_jobs: bool) -> Any:
-        """``(SparkListenerJobStart) -> void``: remember the job's id, and pass on its text: for a job that is
-        no SQL execution with its ``ActiveJob`` (an ``Option``), for a SQL execution's job with the id of the
-        query running it."""
+    def _on_start(self, sink: Any, jobs: Any, tracked: Any, store: SqlJobStore, rdd_jobs: bool) -> Any:
+        """``(SparkListenerJobStart) -> void``: for a job that is no SQL execution, remember its id and pass on
+        its text with its ``ActiveJob`` (an ``Option``); file a SQL execution's job's text, with the id of the
+        query running it, under that query."""
         execution_id = self._property(_SQL_EXECUTION_ID)
         is_null = self._method("java.util.Objects", "isNull", "java.lang.Object")
         not_sql = self.mh.guardWithTest(
@@ -313,19 +325,17 @@ class _ListenerBuilder(ListenerProxyBuilder):
             self._method_type(self.VOID, self.OBJ),
             self._ints(0, 0),
         )
-        sql_text = self._start_text(self._query_id(execution_id), execution_id)
-        sql_passed_on = self.mh.filterArguments(
-            self.mh.insertArguments(accept, 1, self._objects(_SQL)), 0, self._handles(sql_text)
-        )
+        query_id = self._query_id(execution_id)
+        sql_text = self._start_text(query_id, execution_id)
         return self.mh.guardWithTest(
             not_sql,
             self._then(self._remember(tracked, job_id), passed_on) if rdd_jobs else self._ignore(),
-            self._then(self._remember(sql_tracked, job_id), sql_passed_on),
+            self.filing_start(store, sql_text, query_id, execution_id, job_id),
         )
 
-    def _on_end(self, sink: Any, tracked: Any, sql_tracked: Any) -> Any:
-        """``(SparkListenerJobEnd) -> void``: pass on the end of a job whose start was passed on: an RDD job's
-        event, a SQL execution's job as text."""
+    def _on_end(self, sink: Any, tracked: Any, store: SqlJobStore) -> Any:
+        """``(SparkListenerJobEnd) -> void``: pass on the end of an RDD job whose start was passed on; add a
+        SQL execution's job's end, as text, to its query's jobs."""
         job_id = self._job_id(_JOB_END)
         accept = self._accept(sink)
         passed_on = self.mh.insertArguments(accept, 1, self._objects(_END))
@@ -338,14 +348,7 @@ class _ListenerBuilder(ListenerProxyBuilder):
                 self._string(job_id, "java.lang.Object"), self._string(self._method(_JOB_END, "time"), "long"), result
             )
         )
-        sql_passed_on = self.mh.filterArguments(
-            self.mh.insertArguments(accept, 1, self._objects(_SQL)), 0, self._handles(text)
-        )
-        return self.mh.guardWithTest(
-            self._forget(tracked, job_id),
-            passed_on,
-            self.mh.guardWithTest(self._forget(sql_tracked, job_id), sql_passed_on, self._ignore()),
-        )
+        return self.mh.guardWithTest(self._forget(tracked, job_id), passed_on, self.filing_end(store, text, job_id))
 
     def _property(self, name: str) -> Any:
         """``(SparkListenerJobStart) -> String``: a property the job was submitted with, or null."""
@@ -494,6 +497,20 @@ class RddJobReader:
             ):
                 totals[index] += int(value)
         return JobIo(*totals)
+
+
+def read_query_jobs(joined: str | None, query_id: int | None) -> tuple[QueryJob, ...]:
+    """The jobs of the query ``query_id``, in the order they started, from the texts of their starts and ends the
+    JVM kept for it (:mod:`~spark_lineage.jvm.sql_jobs`): filed as the query's jobs always were
+    (:class:`~spark_lineage.query_jobs.QueryJobLog`), a job reached once Spark no longer held its query
+    included."""
+    if query_id is None:
+        return ()
+    log = QueryJobLog()
+    for text in job_texts(joined):
+        event = read_sql_job(PendingSqlJob(text))
+        log.record(replace(event, query_id=query_id) if isinstance(event, SqlJobStart) else event)
+    return log.take(query_id)
 
 
 def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:

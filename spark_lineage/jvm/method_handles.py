@@ -125,6 +125,77 @@ class HandleBuilder:
             chosen = self.mh.guardWithTest(test, handle, chosen)
         return chosen
 
+    def _as_object(self, handle: Any) -> Any:
+        """A one-argument handle as ``(Object)Object`` (its argument cast, its result boxed)."""
+        return handle.asType(self._method_type(self.OBJ, self.OBJ))
+
+    def _is_null(self) -> Any:
+        """``(Object)boolean``: ``value == null``."""
+        return self._method("java.util.Objects", "isNull", "java.lang.Object")
+
+    def _returning(self, value: Any, *params: Any) -> Any:
+        """``(params...)Object`` answering ``value`` whatever it is given."""
+        return self.mh.dropArguments(self.mh.constant(self.OBJ, value), 0, self._types(*params))
+
+    def _rolled_back(self, step: Any, instead: Any) -> Any:
+        """``(value, out)``: ``step(value, out)``; should it throw anything, what it appended to the
+        ``StringBuilder`` is cut off and ``instead(value, out)`` runs. So a read that fails half-way leaves no
+        half-written text."""
+        throwable = self._classes.java_class("java.lang.Throwable")
+        # (mark, value, out): step(value, out), or on failure out.setLength(mark) then instead(value, out)
+        reset = self._once(
+            "reset",
+            lambda: self.mh.dropArguments(
+                self.mh.permuteArguments(
+                    self.lookup.findVirtual(self.SB, "setLength", self._method_type(self.VOID, self.INT)),
+                    self._method_type(self.VOID, self.INT, self.OBJ, self.SB),
+                    self._ints(2, 0),
+                ),
+                0,
+                self._types(throwable),
+            ),
+        )
+        mark = self._once(
+            "mark",
+            lambda: self.mh.dropArguments(
+                self.lookup.findVirtual(self.SB, "length", self._method_type(self.INT)), 0, self._types(self.OBJ)
+            ),
+        )
+        marked = self.mh.dropArguments(step, 0, self._types(self.INT))
+        recover = self.mh.foldArguments(self.mh.dropArguments(instead, 0, self._types(throwable, self.INT)), reset)
+        return self.mh.foldArguments(self.mh.catchException(marked, throwable, recover), mark)
+
+    def _dynamic(self, name: str, *arguments: str) -> Any:
+        """``(Object)Object``: the public method ``name`` of the value's own class called with ``arguments``
+        (strings), found at each call as py4j finds it (commons-lang3's ``MethodUtils``, which Spark ships):
+        for a step whose declared type says nothing of the value's class."""
+        invoke = self._once(
+            "invokeMethod",
+            lambda: self._method(
+                "org.apache.commons.lang3.reflect.MethodUtils",
+                "invokeMethod",
+                "java.lang.Object",
+                "java.lang.String",
+                "[Ljava.lang.Object;",
+            ).asFixedArity(),
+        )
+        return self._once(
+            ("dynamic", name, *arguments),
+            lambda: self.mh.insertArguments(invoke, 1, self._objects(name, self._objects(*arguments))),
+        )
+
+    def _read_field(self, name: str) -> Any:
+        """``(Object)Object``: the field ``name`` of the value, up its class hierarchy, whatever its access
+        (commons-lang3's ``FieldUtils``): where a class keeps a constructor argument without an accessor."""
+        read = self._method(
+            "org.apache.commons.lang3.reflect.FieldUtils",
+            "readField",
+            "java.lang.Object",
+            "java.lang.String",
+            "boolean",
+        )
+        return self._once(("field", name), lambda: self.mh.insertArguments(read, 1, self._objects(name, True)))
+
 
 def _identity(value: Any) -> Hashable:
     """What tells a value apart in a cache key: a JVM object by its py4j id, a Python value by itself."""

@@ -1,29 +1,51 @@
 """Spark-specific reads: a finished query's plans, its executed plan and metrics, why it failed, and the
 catalog lookups some probes need (a table by name, a V2 table, the plan behind a cached relation).
 
-:meth:`QueryReader.capture` turns a ``QueryExecution`` into a :class:`~spark_lineage.plan.CapturedQuery`:
+:meth:`QueryReader.capture` turns a ``QueryExecution`` into a :class:`~spark_lineage.plan.CapturedQuery` in
+two JVM calls (:mod:`spark_lineage.jvm.capture`), whatever the number of the plan's nodes and datasets:
 
-1. the optimized logical plan is read whole, expressions included, in one call
-   (:mod:`spark_lineage.jvm.catalyst_tree`); a plan larger than the budget is read as its shape only;
-2. each plan node whose class a handler declares probes for is probed (:mod:`spark_lineage.jvm.probes`);
-3. the executed plan's root names the job, and a write's SQL metrics give its output statistics.
+1. the header: which plan could be had, its root (whether the query is reported is decided on it) and the
+   query's id;
+2. the body: the plan whole, expressions included (:mod:`spark_lineage.jvm.catalyst_tree`; a plan larger than
+   the budget is read as its shape only), the values handlers probe of its nodes, read by JVM-side probers
+   (:mod:`spark_lineage.jvm.probes`), the executed plan's root (which names the job), a write's SQL metrics
+   (its output statistics), the SQL text, and why it failed.
+
+What the JVM side leaves to Python is read the Python way, a round trip or more per value, as every value was
+before: the probes that need the catalog or a nested plan (only for plans that hold such nodes), the classes
+met for the first time (once each), and any part that threw (so that the error reads as it always did).
 
 It decides nothing about what the plan means.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from spark_lineage.jvm.catalyst_tree import CatalystTreeReader, TreeRead
-from spark_lineage.jvm.probes import ProbeEvaluator, ProbeLookup
+from spark_lineage.jvm.capture import (
+    FAILED,
+    BodyField,
+    BodyOptions,
+    CaptureFunctions,
+    Failed,
+    Field,
+    HeaderField,
+    TooLong,
+)
+from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode
+from spark_lineage.jvm.listener import read_query_jobs
+from spark_lineage.jvm.probes import JvmProbes, ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, message, parse_map, parse_metrics, safe
-from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, QueryOrigin
+from spark_lineage.jvm.sql_jobs import sql_job_store
+from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, safe
+from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, QueryOrigin, simple_class_name
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,8 +94,19 @@ class QueryReader:
         self._jsession = jsession
         self._session_key: str | None = None
         self._classes = classes
-        self._trees = CatalystTreeReader(gateway, classes)
+        self._functions: CaptureFunctions | None = None
+        self._jvm_probes: JvmProbes | None = None
+        self._jobs = sql_job_store(gateway, classes)
+        try:
+            self._functions = CaptureFunctions(gateway, classes, self._jobs)
+            self._jvm_probes = JvmProbes(self._functions, classes, probes_for)
+        except Exception:
+            log.debug("spark_lineage: queries are read without JVM-side functions", exc_info=True)
+            self._functions = self._jvm_probes = None
+        self._trees = CatalystTreeReader(gateway, classes, self._functions)
         self._probes = ProbeEvaluator(classes, probes_for)
+        if self._jvm_probes is not None:
+            self._probes.on_capture = self._jvm_probes.met
         self._probes.add_resolver("table", self._lookup_table)
         self._probes.add_resolver("v2table", self._load_v2_table)
         self._probes.add_resolver("tree", self._nested_tree)
@@ -102,17 +135,118 @@ class QueryReader:
     def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:
         """Read what the analysis needs about one finished query. ``None`` when ``rules`` say the query is not
         reported (decided after a single look at the plan's root)."""
-        qe = pending.query_execution
         query = CapturedQuery(func_name=pending.func_name, start_ms=pending.end_ms, end_ms=pending.end_ms, tree=None)
         if pending.duration_ns is not None:
             query.start_ms = pending.end_ms - pending.duration_ns // 1_000_000
+        functions, probes = self._functions, self._jvm_probes
+        if functions is None or probes is None:
+            return self._capture_slowly(pending, rules, query)
+        qe = pending.query_execution
+        try:
+            header = functions.header(qe, pending.plans)
+        except Exception:
+            log.debug("spark_lineage: a query's header could not be read", exc_info=True)
+            return self._capture_slowly(pending, rules, query)
+        found = header[HeaderField.PLAN]
+        if not isinstance(found, int):  # no plan could be had: the Python way reports why
+            return self._capture_slowly(pending, rules, query)
+        accessor = pending.plans[found]
+        # The plans asked for first threw: read them again for their errors.
+        self._logical_plan(qe, query, pending.plans[:found])
+        root_name = str(header[HeaderField.ROOT_NAME])
+        if not rules.is_reported(root_name, pending.func_name):
+            return None
+        query_id = header[HeaderField.QUERY_ID]
+        query.query_id = (
+            _guard(query, "query id", lambda: int(qe.id())) if isinstance(query_id, Failed) else _int(query_id)
+        )
+        jobs = header[HeaderField.JOBS]
+        query.jobs = read_query_jobs(jobs if isinstance(jobs, str) else None, query.query_id)
+        expressions = rules.expressions
+        options = BodyOptions(
+            accessor=accessor,
+            expressions=expressions,
+            max_chars=rules.max_plan_chars if expressions else MAX_TEXT_CHARS,
+            metrics=rules.wants_metrics(simple_class_name(str(header[HeaderField.ROOT_CLASS]))),
+            logical_plan=rules.logical_plan_json,
+        )
+        body = functions.body(qe, pending.exception, options)
+
+        def plan() -> Any:
+            return getattr(qe, accessor)()
+
+        if pending.exception is not None:
+            self._read_failure(pending, qe, query, body)
+        self._rules, self._errors = rules, query.capture_errors
+        try:
+            query.tree = self._read_tree_from(body, plan, rules, query.capture_errors)
+        finally:
+            self._rules, self._errors = None, []
+            probes.register_met()
+        root_class = query.tree.simple_name if query.tree is not None else root_name
+        wants_metrics = rules.wants_metrics(root_class)
+        executed, metrics = body[BodyField.EXECUTED_NODE], body[BodyField.METRICS]
+        if wants_metrics != options.metrics or isinstance(executed, Failed) or isinstance(metrics, Failed):
+            self._read_execution(qe, query, wants_metrics)
+        else:
+            query.executed_node = str(executed)
+            if wants_metrics:
+                query.metrics = parse_metrics(str(metrics))
+        if rules.logical_plan_json:
+            logical_plan = body[BodyField.LOGICAL_PLAN]
+            query.logical_plan = (
+                _guard(query, "logical plan JSON", lambda: str(plan().toJSON()))
+                if isinstance(logical_plan, Failed)
+                else _text(logical_plan)
+            )
+        sql = body[BodyField.SQL]
+        if isinstance(sql, Failed):
+            query.sql = _guard(query, "sql text", lambda: self._sql_text(qe, plan()))
+        else:
+            texts = sql if isinstance(sql, list) else [sql]
+            query.sql = next((str(text) for text in texts if text is not None), None)
+        return query
+
+    def _read_tree_from(
+        self, body: list[Field], plan: Callable[[], Any], rules: CaptureRules, errors: list[str]
+    ) -> CatalystNode | None:
+        """The plan as the body holds it, its nodes probed; what the JVM side could not read is read the Python
+        way (``plan()`` gives the plan)."""
+        text = body[BodyField.TREE]
+        if isinstance(text, TooLong):
+            error = JvmError(
+                f"the plan is {text.length} characters of text, more than the {rules.max_plan_chars} allowed"
+            )
+            errors.append(f"column lineage: the plan could not be read whole ({message(error)})")
+            return self._read_tree(plan(), replace(rules, expressions=False), errors)
+        if not isinstance(text, str):
+            return self._read_tree(plan(), rules, errors)
+        tree = decode(text, self._trees.field_names)
+        if not isinstance(tree, CatalystNode):
+            raise JvmError(f"expected a tree node, read {type(tree).__name__}")
+        assert self._jvm_probes is not None and self._functions is not None
+        left = self._jvm_probes.read(str(body[BodyField.PROBES]), tree)
+        nodes = self._functions.nodes_holder.getAndSet(None) if body[BodyField.MISSED] else None
+        if left:
+            if nodes is None:  # nothing kept to probe them with (a handler's probes changed since)
+                return self._read_tree(plan(), rules, errors)
+            self._probe_nodes(TreeRead(tree, nodes), left)
+        return tree
+
+    def _capture_slowly(self, pending: PendingQuery, rules: CaptureRules, query: CapturedQuery) -> CapturedQuery | None:
+        """:meth:`capture` the Python way, a round trip or more per value: where the header could not be read
+        (no plan could be had, or no JVM-side function made)."""
+        qe = pending.query_execution
         plan = self._logical_plan(qe, query, pending.plans)
         # A logical plan's node name is its class's simple name: one call decides whether to read more.
         root_name = str(plan.nodeName()) if plan is not None else None
         if root_name is not None and not rules.is_reported(root_name, pending.func_name):
             return None
-        # What the query's Spark jobs were filed under (jvm.listener).
+        # What the query's Spark jobs were filed under (jvm.sql_jobs).
         query.query_id = _guard(query, "query id", lambda: int(qe.id()))
+        query_id = query.query_id
+        if query_id is not None:
+            query.jobs = read_query_jobs(safe(lambda: self._jobs.take_slowly(query_id)), query_id)
         if pending.exception is not None:
             self._read_failure(pending, qe, query)
         if plan is not None and root_name is not None:
@@ -168,12 +302,13 @@ class QueryReader:
             except Exception as error:  # noqa: BLE001 - the query is still reported, without datasets
                 errors.append(f"plan: {message(error)}")
                 return None
-        self._probe_nodes(read)
+        self._probe_nodes(read, read.tree.plan_nodes())
         return read.tree
 
-    def _probe_nodes(self, read: TreeRead) -> None:
-        """Probe every plan node of a tree whose class's handler asks for more than the tree holds."""
-        for node in read.tree.plan_nodes():
+    def _probe_nodes(self, read: TreeRead, nodes: Iterable[CatalystNode]) -> None:
+        """Probe the Python way each of ``nodes`` (plan nodes of ``read``) whose class's handler asks for more than
+        the tree holds."""
+        for node in nodes:
             if self._probes.wants(node.simple_name):
                 try:
                     node.probed = self._probes.capture(read.jvm_node(node), node.class_name, node)
@@ -287,16 +422,24 @@ class QueryReader:
 
     # --- execution -----------------------------------------------------------------------------------------
 
-    def _read_failure(self, pending: PendingQuery, qe: Any, query: CapturedQuery) -> None:
+    def _read_failure(
+        self, pending: PendingQuery, qe: Any, query: CapturedQuery, body: list[Field] | None = None
+    ) -> None:
+        """Why the query failed, and when it started; from the ``body`` where it holds them."""
         exception = pending.exception
-        query.error = _guard(query, "error message", lambda: str(exception.toString())) or "query failed"
-        query.error_stack = _guard(
-            query,
+
+        def read(field: BodyField, what: str, read: Callable[[], str]) -> str | None:
+            value = FAILED if body is None else body[field]
+            return _guard(query, what, read) if isinstance(value, Failed) else _text(value)
+
+        query.error = read(BodyField.ERROR, "error message", lambda: str(exception.toString())) or "query failed"
+        query.error_stack = read(
+            BodyField.ERROR_STACK,
             "error stack trace",
             lambda: str(self._classes("org.apache.commons.lang3.exception.ExceptionUtils").getStackTrace(exception)),
         )
         # A failed execution reports no duration: its planning phases say when it started.
-        phases = _guard(query, "planning phases", lambda: str(qe.tracker().phases().mkString(ITEM_SEP)))
+        phases = read(BodyField.PHASES, "planning phases", lambda: str(qe.tracker().phases().mkString(ITEM_SEP)))
         starts = [int(m) for m in re.findall(r"PhaseSummary\((\d+),", phases or "")]
         if starts:
             query.start_ms = min(*starts, query.end_ms)
@@ -319,6 +462,14 @@ class QueryReader:
                 query.metrics = parse_metrics(str(executed.metrics().mkString(ITEM_SEP)))
 
         _guard(query, "executed plan", read)
+
+
+def _text(value: Field) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Field) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _guard(query: CapturedQuery, what: str, read: Callable[[], Any]) -> Any:

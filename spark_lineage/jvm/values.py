@@ -132,6 +132,29 @@ def safe(read: Callable[[], Any]) -> Any:
         return None
 
 
+def answers_at_once(gateway: Any, classes: JvmClasses) -> bool:
+    """Have the JVM send the answers to the calling thread's calls without waiting: Nagle's algorithm on the
+    JVM's end of py4j's connection holds the end of an answer longer than a socket write (8 KiB) until the
+    first part is acknowledged, and the receiving end acknowledges late (40 ms). Returns whether it is so:
+    with PySpark's pinned threads, each Python thread has a connection of its own, found among the gateway
+    server's by the port it connects from; otherwise long answers must be read in pieces."""
+    try:
+        connection = gateway._gateway_client.get_thread_connection()
+        if connection is None:
+            return False
+        port = int(connection.socket.getsockname()[1])
+        fields = classes("org.apache.commons.lang3.reflect.FieldUtils")
+        connections = fields.readField(gateway.java_gateway_server, "connections", True).toArray()
+        for index in range(len(connections)):
+            socket = connections[index].getSocket()
+            if int(socket.getPort()) == port:
+                socket.setTcpNoDelay(True)
+                return True
+    except Exception:  # noqa: BLE001 - py4j's classic mode, or another py4j: answers come in pieces
+        return False
+    return False
+
+
 def unwrap_option(option: Any, evidence: Any) -> Any:
     """A Scala ``Option`` as its value or ``None``, in one call (``orNull`` with the evidence it needs)."""
     if option is None or isinstance(option, (str, int, float, bool)):
