@@ -198,7 +198,7 @@ class StageClock:
         def spooled_complete(payload: str) -> bool:
             return '"eventType": "COMPLETE"' in payload and "out_" in payload
 
-        def leased(batch: Any, *args: Any) -> None:
+        def leased(batch: Any, *args: Any, **kwargs: Any) -> None:
             if any(spooled_complete(item.payload) for item in batch):
                 clock.mark("leased")
 
