@@ -134,10 +134,11 @@ class ArrivalLog:
 
 
 def thread_cpu(names: tuple[str, ...]) -> float:
-    """CPU seconds of this process's live threads with these names."""
+    """CPU seconds of this process's live threads with these names (a sender's lanes too: ``<name>-<lane>``)."""
     total = 0.0
     for thread in threading.enumerate():
-        if thread.name in names and thread.ident is not None:
+        named = thread.name in names or thread.name.rpartition("-")[0] in names
+        if named and thread.ident is not None:
             total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
     return total
 
@@ -198,7 +199,7 @@ class StageClock:
         def spooled_complete(payload: str) -> bool:
             return '"eventType": "COMPLETE"' in payload and "out_" in payload
 
-        def leased(batch: Any, *args: Any) -> None:
+        def leased(batch: Any, *args: Any, **kwargs: Any) -> None:
             if any(spooled_complete(item.payload) for item in batch):
                 clock.mark("leased")
 
