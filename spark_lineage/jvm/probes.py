@@ -16,7 +16,7 @@ The Spark reader (:mod:`spark_lineage.jvm.spark`) supplies the resolvers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any, Union
 
@@ -485,14 +485,13 @@ class JvmProbes:
             self.probers.put(class_name, prober)
             self._registered[class_name] = probes
 
-    def read(self, text: str, tree: CatalystNode) -> list[CatalystNode]:
-        """Set ``probed`` on each plan node of ``tree`` whose class has probes, from ``text`` (what the probers
-        wrote for the plan nodes, in the order the tree's text opened them). Returns the plan nodes to probe
-        the Python way."""
+    def read(self, text: str, plan_nodes: Iterable[CatalystNode]) -> list[CatalystNode]:
+        """Set ``probed`` on each of a tree's ``plan_nodes`` (in the order the tree's text opened them) whose
+        class has probes, from ``text`` (what the probers wrote of them, in that order). Returns the plan nodes
+        to probe the Python way."""
         reader = _ProbeReader(text)
-        by_index = sorted((node for node in tree.plan_nodes() if node.index is not None), key=_index)
         left: list[CatalystNode] = []
-        for node in by_index:
+        for node in plan_nodes:
             raw = reader.probed()
             probes = self._probes_for(node.simple_name)
             if not probes:
@@ -554,10 +553,6 @@ class JvmProbes:
         node = self._captured(nested.class_name, nested.probes, probes, None)
         node.class_name = class_name or node.class_name
         return node
-
-
-def _index(node: CatalystNode) -> int:
-    return node.index or 0
 
 
 class _ProbeReader(TextReader):
