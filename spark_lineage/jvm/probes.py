@@ -224,15 +224,39 @@ class ProbeCompiler(WalkBuilder):
     def _left_to_python(self, tag: ProbeTag) -> Any:
         """``(value, out)``: write ``tag`` and set the missed flag: Python reads what the tag stands for."""
 
-        def make() -> Any:
-            miss = self.mh.insertArguments(
-                self._method("java.util.concurrent.atomic.AtomicBoolean", "set", "boolean"),
-                0,
-                self._objects(self._missed, True),
-            )
-            return self._then(self._write(tag.value), self.mh.dropArguments(miss, 0, self._types(self.OBJ, self.SB)))
+        return self._once(("left to Python", tag), lambda: self._then(self._write(tag.value), self._miss()))
 
-        return self._once(("left to Python", tag), make)
+    def _miss(self) -> Any:
+        """``(value, out)``: set the missed flag (the plan's nodes are kept for Python)."""
+        return self._once(
+            "miss",
+            lambda: self.mh.dropArguments(
+                self.mh.insertArguments(
+                    self._method("java.util.concurrent.atomic.AtomicBoolean", "set", "boolean"),
+                    0,
+                    self._objects(self._missed, True),
+                ),
+                0,
+                self._types(self.OBJ, self.SB),
+            ),
+        )
+
+    def _located(self) -> Any:
+        """``(CatalogTable)boolean``: the table names its database and its location (what Python reads of it
+        from the catalog otherwise); ``false`` when that cannot be read."""
+        defined = self._method("scala.Option", "isDefined")
+        database = self._after(
+            self.mh.filterReturnValue(self._dynamic("identifier"), self._dynamic("database")), defined
+        )
+        location = self._after(
+            self.mh.filterReturnValue(self._dynamic("storage"), self._dynamic("locationUri")), defined
+        )
+        both = self.mh.guardWithTest(database, location, self._constant(False))
+        return self.mh.catchException(
+            both,
+            self._throwable(),
+            self.mh.dropArguments(self._constant(False), 0, self._types(self._throwable())),
+        )
 
     def prober(self, class_name: str, probes: Mapping[str, Probe]) -> Any:
         """``(value, out)``: the values ``probes`` read of an object of the class ``class_name``."""
@@ -412,7 +436,11 @@ class ProbeCompiler(WalkBuilder):
             if kind == "node":
                 writer = self._choose([none, *((self._is(name), failed) for name in _PLAIN)], otherwise=nested)
             elif kind == "table":
-                table = self._then(self._write(ProbeTag.TABLE.value), nested)
+                # Python completes a table without its location from the catalog: the plan's nodes are kept.
+                completed = self.mh.guardWithTest(
+                    self._located(), self.mh.empty(self._method_type(self.VOID, self.OBJ, self.SB)), self._miss()
+                )
+                table = self._then(self._write(ProbeTag.TABLE.value), nested, completed)
                 writer = self._choose(
                     [none, (self._is(_CATALOG_TABLE), table)], otherwise=self._left_to_python(ProbeTag.RESOLVE)
                 )
