@@ -25,7 +25,7 @@ class Stage(enum.Enum):
     """The stages a query's lineage goes through, and what else our threads do, in the order they happen."""
 
     LISTENER = "listener callback (queueing)"
-    JOB_LISTENER = "job listener (jobs, RUNNING)"
+    JOB_LISTENER = "job listener (RDD jobs)"
     CAPTURE = "capture (JVM reads)"
     ANALYSIS = "analysis (handlers, naming)"
     COLUMN_LINEAGE = "column lineage"

@@ -154,6 +154,13 @@ def decode(text: str, field_names: Callable[[str], Sequence[str]]) -> TreeValue:
     return _Decoder(text, field_names).decode()
 
 
+def decode_plan(text: str, field_names: Callable[[str], Sequence[str]]) -> tuple[TreeValue, list[CatalystNode]]:
+    """:func:`decode`, and the plan nodes of the tree in the order its text opens them (by ``index``)."""
+    decoder = _Decoder(text, field_names)
+    root = decoder.decode()
+    return root, [node for _, node in sorted(decoder.plan_nodes.items())]
+
+
 @dataclass
 class _Open:
     """A node or collection whose values are being read."""
@@ -212,6 +219,8 @@ class _Decoder(TextReader):
         super().__init__(text)
         self._field_names = field_names
         self._plan_nodes = 0
+        self.plan_nodes: dict[int, CatalystNode] = {}
+        """The plan nodes decoded, by index."""
 
     def decode(self) -> TreeValue:
         stack: list[_Open] = []
@@ -291,6 +300,8 @@ class _Decoder(TextReader):
         self.position += 1
         node = CatalystNode(opened.class_name, fields, is_plan=True, output=opened.output)
         node.index = opened.index
+        if opened.index is not None:
+            self.plan_nodes[opened.index] = node
         node.identity = opened.identity
         by_identity = {plan.identity: plan for plan in _plan_nodes_in(opened.values)}
         try:

@@ -16,7 +16,7 @@ The Spark reader (:mod:`spark_lineage.jvm.spark`) supplies the resolvers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any, Union
 
@@ -224,15 +224,39 @@ class ProbeCompiler(WalkBuilder):
     def _left_to_python(self, tag: ProbeTag) -> Any:
         """``(value, out)``: write ``tag`` and set the missed flag: Python reads what the tag stands for."""
 
-        def make() -> Any:
-            miss = self.mh.insertArguments(
-                self._method("java.util.concurrent.atomic.AtomicBoolean", "set", "boolean"),
-                0,
-                self._objects(self._missed, True),
-            )
-            return self._then(self._write(tag.value), self.mh.dropArguments(miss, 0, self._types(self.OBJ, self.SB)))
+        return self._once(("left to Python", tag), lambda: self._then(self._write(tag.value), self._miss()))
 
-        return self._once(("left to Python", tag), make)
+    def _miss(self) -> Any:
+        """``(value, out)``: set the missed flag (the plan's nodes are kept for Python)."""
+        return self._once(
+            "miss",
+            lambda: self.mh.dropArguments(
+                self.mh.insertArguments(
+                    self._method("java.util.concurrent.atomic.AtomicBoolean", "set", "boolean"),
+                    0,
+                    self._objects(self._missed, True),
+                ),
+                0,
+                self._types(self.OBJ, self.SB),
+            ),
+        )
+
+    def _located(self) -> Any:
+        """``(CatalogTable)boolean``: the table names its database and its location (what Python reads of it
+        from the catalog otherwise); ``false`` when that cannot be read."""
+        defined = self._method("scala.Option", "isDefined")
+        database = self._after(
+            self.mh.filterReturnValue(self._dynamic("identifier"), self._dynamic("database")), defined
+        )
+        location = self._after(
+            self.mh.filterReturnValue(self._dynamic("storage"), self._dynamic("locationUri")), defined
+        )
+        both = self.mh.guardWithTest(database, location, self._constant(False))
+        return self.mh.catchException(
+            both,
+            self._throwable(),
+            self.mh.dropArguments(self._constant(False), 0, self._types(self._throwable())),
+        )
 
     def prober(self, class_name: str, probes: Mapping[str, Probe]) -> Any:
         """``(value, out)``: the values ``probes`` read of an object of the class ``class_name``."""
@@ -412,7 +436,11 @@ class ProbeCompiler(WalkBuilder):
             if kind == "node":
                 writer = self._choose([none, *((self._is(name), failed) for name in _PLAIN)], otherwise=nested)
             elif kind == "table":
-                table = self._then(self._write(ProbeTag.TABLE.value), nested)
+                # Python completes a table without its location from the catalog: the plan's nodes are kept.
+                completed = self.mh.guardWithTest(
+                    self._located(), self.mh.empty(self._method_type(self.VOID, self.OBJ, self.SB)), self._miss()
+                )
+                table = self._then(self._write(ProbeTag.TABLE.value), nested, completed)
                 writer = self._choose(
                     [none, (self._is(_CATALOG_TABLE), table)], otherwise=self._left_to_python(ProbeTag.RESOLVE)
                 )
@@ -485,14 +513,13 @@ class JvmProbes:
             self.probers.put(class_name, prober)
             self._registered[class_name] = probes
 
-    def read(self, text: str, tree: CatalystNode) -> list[CatalystNode]:
-        """Set ``probed`` on each plan node of ``tree`` whose class has probes, from ``text`` (what the probers
-        wrote for the plan nodes, in the order the tree's text opened them). Returns the plan nodes to probe
-        the Python way."""
+    def read(self, text: str, plan_nodes: Iterable[CatalystNode]) -> list[CatalystNode]:
+        """Set ``probed`` on each of a tree's ``plan_nodes`` (in the order the tree's text opened them) whose
+        class has probes, from ``text`` (what the probers wrote of them, in that order). Returns the plan nodes
+        to probe the Python way."""
         reader = _ProbeReader(text)
-        by_index = sorted((node for node in tree.plan_nodes() if node.index is not None), key=_index)
         left: list[CatalystNode] = []
-        for node in by_index:
+        for node in plan_nodes:
             raw = reader.probed()
             probes = self._probes_for(node.simple_name)
             if not probes:
@@ -554,10 +581,6 @@ class JvmProbes:
         node = self._captured(nested.class_name, nested.probes, probes, None)
         node.class_name = class_name or node.class_name
         return node
-
-
-def _index(node: CatalystNode) -> int:
-    return node.index or 0
 
 
 class _ProbeReader(TextReader):

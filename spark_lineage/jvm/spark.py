@@ -37,7 +37,7 @@ from spark_lineage.jvm.capture import (
     HeaderField,
     TooLong,
 )
-from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode
+from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode_plan
 from spark_lineage.jvm.listener import read_query_jobs
 from spark_lineage.jvm.probes import JvmProbes, ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
@@ -221,11 +221,11 @@ class QueryReader:
             return self._read_tree(plan(), replace(rules, expressions=False), errors)
         if not isinstance(text, str):
             return self._read_tree(plan(), rules, errors)
-        tree = decode(text, self._trees.field_names)
+        tree, plan_nodes = decode_plan(text, self._trees.field_names)
         if not isinstance(tree, CatalystNode):
             raise JvmError(f"expected a tree node, read {type(tree).__name__}")
         assert self._jvm_probes is not None and self._functions is not None
-        left = self._jvm_probes.read(str(body[BodyField.PROBES]), tree)
+        left = self._jvm_probes.read(str(body[BodyField.PROBES]), plan_nodes)
         nodes = self._functions.nodes_holder.getAndSet(None) if body[BodyField.MISSED] else None
         if left:
             if nodes is None:  # nothing kept to probe them with (a handler's probes changed since)
