@@ -9,9 +9,9 @@ Serde's options, so the text is Serde's, byte for byte (``tests/unit/test_encodi
 
 Serde's rules, as it applies them: attrs objects become dicts of their fields (by attribute name, so
 ``_producer`` stays ``_producer``); tuples, lists and sets become lists; a ``None`` value is left out of a dict,
-and a ``None`` or empty-dict item out of a list; enums become their values, dates and times their ISO form,
-UUIDs their text, numpy's ``int64`` an ``int``; anything else is written as it is (or as a
-``<<non-serializable: …>>`` marker).
+and a ``None`` or empty-dict item out of a list; enums become their values, dates and times their ISO form and
+UUIDs their text (where the installed Serde does so: openlineage-python 1.54 and later), numpy's ``int64`` an
+``int``; anything else is written as it is (or as a ``<<non-serializable: …>>`` marker).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 import attr
+from openlineage.client.serde import Serde
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -88,12 +89,22 @@ class EventEncoder:
         return _scalar(value)
 
 
+def _serde_writes(value: Any) -> bool:
+    """Whether the installed openlineage-python's Serde writes ``value`` as text (1.54 and later write dates,
+    times and UUIDs so; 1.53 leaves them to the non-serializable marker)."""
+    return isinstance(Serde.remove_nulls_and_enums(value), str)
+
+
+_DATES_AS_TEXT = _serde_writes(datetime.date(2000, 1, 1))
+_UUIDS_AS_TEXT = _serde_writes(uuid.UUID(int=0))
+
+
 def _scalar(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, datetime.date):  # datetimes too
+    if _DATES_AS_TEXT and isinstance(value, datetime.date):  # datetimes too
         return value.isoformat()
-    if isinstance(value, uuid.UUID):
+    if _UUIDS_AS_TEXT and isinstance(value, uuid.UUID):
         return str(value)
     if getattr(type(value), "__name__", None) == "int64":  # numpy's
         return int(value)
