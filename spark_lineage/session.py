@@ -48,7 +48,6 @@ from spark_lineage.jvm import (
     PendingQuery,
     PendingReport,
     PendingSessionEvent,
-    PendingSqlJob,
     PendingStreamEvent,
     QueryListener,
     SessionSink,
@@ -92,7 +91,7 @@ _SHAPE_ONLY_BACKLOG = 0.5
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
-WorkItem = PendingQuery | PendingJob | PendingSqlJob | PendingSessionEvent | PendingReport | Callable[[], object]
+WorkItem = PendingQuery | PendingJob | PendingSessionEvent | PendingReport | Callable[[], object]
 """What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
 
@@ -392,8 +391,8 @@ class LineageRuntime:
     # --- worker steps --------------------------------------------------------------------------------------
 
     def _analyze(self, pending: WorkItem) -> None:
-        if self.bridge.gone and not isinstance(pending, (PendingSqlJob, PendingSessionEvent)):
-            self._not_read()  # everything but a SQL job's and a session's events is read from the JVM
+        if self.bridge.gone and not isinstance(pending, PendingSessionEvent):
+            self._not_read()  # everything but a session's events is read from the JVM
             return
         if callable(pending):
             pending()
@@ -406,8 +405,6 @@ class LineageRuntime:
             with costs.stage(Stage.RDD_JOBS):
                 self._rdd_job(pending)
             return
-        if isinstance(pending, PendingSqlJob):
-            return  # the job listener keeps SQL executions' jobs in the JVM, read with their query: none is passed
         if isinstance(pending, PendingSessionEvent):
             with costs.stage(Stage.SESSIONS):
                 self._session_event(pending)

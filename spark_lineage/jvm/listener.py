@@ -53,9 +53,6 @@ _LISTENER = "org.apache.spark.scheduler.SparkListenerInterface"
 _SQL_EXECUTION_ID = "spark.sql.execution.id"
 _END = "end"
 """What the sink receives beside an RDD job's end: a string crosses py4j as a value, with no round trip."""
-_SQL = "sql"
-"""What the sink receives beside the text of a SQL execution's job start or end, from a listener that passes
-them (this one keeps them in the JVM)."""
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 _FIELD_SEP = "\x1f"
 _UNSET = "\x1d"
@@ -101,7 +98,7 @@ class PendingSqlJob:
 class JobSink:
     """The Python end of the listener: queues what the JVM passes and returns. Never raises into Spark."""
 
-    def __init__(self, submit: Callable[[PendingJob | PendingSqlJob], object]) -> None:
+    def __init__(self, submit: Callable[[PendingJob], object]) -> None:
         self._submit = submit
         self.calls = 0
 
@@ -109,11 +106,9 @@ class JobSink:
         self.calls += 1
         try:
             with costs.stage(Stage.JOB_LISTENER):
-                # A JavaObject compares through a JVM call: the type says what was passed.
-                if isinstance(extra, str) and extra == _SQL:
-                    self._submit(PendingSqlJob(event))
-                else:
-                    self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
+                # A JavaObject compares through a JVM call: the type says what was passed (an RDD job's end
+                # comes with a marker string, its start with its ActiveJob).
+                self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
         except BaseException:
             log.debug("spark_lineage could not queue a job event", exc_info=True)
 

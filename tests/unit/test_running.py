@@ -16,7 +16,7 @@ from spark_lineage.analysis import analyze
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder, running_moments
 from spark_lineage.handlers.relations import HadoopFsRelationHandler
-from spark_lineage.jvm.listener import JobSink, PendingSqlJob, read_sql_job
+from spark_lineage.jvm.listener import PendingSqlJob, read_sql_job
 from spark_lineage.lineage import AnalysisContext
 from spark_lineage.plan import CapturedNode, QueryJob, RddJobEnd, RddJobStart, SparkJobDetails, SqlJobEnd, SqlJobStart
 from spark_lineage.query_jobs import QueryJobLog
@@ -50,12 +50,6 @@ def test_the_listener_texts_read_as_job_starts_and_ends() -> None:
     assert read_sql_job(succeeded) == SqlJobEnd(12, 1_700_000_000_456, True)
     failed = PendingSqlJob(SEP.join(["12", "1700000000456", "org.apache.spark.scheduler.JobFailed"]))
     assert read_sql_job(failed) == SqlJobEnd(12, 1_700_000_000_456, False)
-
-
-def test_the_job_sink_queues_sql_job_texts_as_they_are() -> None:
-    queued: list[Any] = []
-    JobSink(queued.append).accept("12\x1f5", "sql")
-    assert queued == [PendingSqlJob("12\x1f5")]
 
 
 def test_the_job_log_files_jobs_under_their_query_until_it_is_reported() -> None:
