@@ -16,6 +16,7 @@ The Spark reader (:mod:`spark_lineage.jvm.spark`) supplies the resolvers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any, Union
@@ -23,6 +24,8 @@ from typing import Any, Union
 from spark_lineage.jvm.catalyst_tree import DecodeError, TextReader, WalkBuilder, expand_class_name, read_scalar
 from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, unwrap_option
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
+
+log = logging.getLogger(__name__)
 
 _FIELD_UTILS = "org.apache.commons.lang3.reflect.FieldUtils"
 
@@ -492,6 +495,7 @@ class JvmProbes:
         self._probes_for = probes_for
         self._registered: dict[str, Mapping[str, Probe]] = {}
         self._unregistered: set[str] = set()
+        self._unregistrable: set[str] = set()
         self.probers = classes("java.util.concurrent.ConcurrentHashMap")()
         self.missed = classes("java.util.concurrent.atomic.AtomicBoolean")()
         """Set by a prober that left something to Python: the plan's nodes are kept for it."""
@@ -501,16 +505,22 @@ class JvmProbes:
 
     def met(self, class_name: str) -> None:
         """A class met (a plan node's, or a probed value's): registered at the next :meth:`register_met`."""
-        if class_name not in self._registered:
+        if class_name not in self._registered and class_name not in self._unregistrable:
             self._unregistered.add(class_name)
 
     def register_met(self) -> None:
-        """Register a prober for each class met and not registered yet (a few round trips each, once)."""
+        """Register a prober for each class met and not registered yet (a few round trips each, once). A class
+        whose prober cannot be made is probed the Python way from then on. Never raises."""
         while self._unregistered:
             class_name = self._unregistered.pop()
             probes = self._probes_for(simple_class_name(class_name))
-            prober = self._compiler.prober(class_name, probes)
-            self.probers.put(class_name, prober)
+            try:
+                prober = self._compiler.prober(class_name, probes)
+                self.probers.put(class_name, prober)
+            except Exception:  # its nodes are probed the Python way, as before
+                log.debug("spark_lineage: no JVM-side prober for %s", class_name, exc_info=True)
+                self._unregistrable.add(class_name)
+                continue
             self._registered[class_name] = probes
 
     def read(self, text: str, plan_nodes: Iterable[CatalystNode]) -> list[CatalystNode]:

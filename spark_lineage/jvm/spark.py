@@ -37,7 +37,7 @@ from spark_lineage.jvm.capture import (
     HeaderField,
     TooLong,
 )
-from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode_plan
+from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, DecodeError, TreeRead, decode_plan
 from spark_lineage.jvm.listener import read_query_jobs
 from spark_lineage.jvm.probes import JvmProbes, ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
@@ -170,7 +170,12 @@ class QueryReader:
             metrics=rules.wants_metrics(simple_class_name(str(header[HeaderField.ROOT_CLASS]))),
             logical_plan=rules.logical_plan_json,
         )
-        body = functions.body(qe, pending.exception, options)
+        try:
+            body = functions.body(qe, pending.exception, options)
+        except Exception:  # read the Python way (the header took the query's jobs out: kept)
+            log.debug("spark_lineage: a query's body could not be read", exc_info=True)
+            fresh = CapturedQuery(pending.func_name, query.start_ms, query.end_ms, tree=None, jobs=query.jobs)
+            return self._capture_slowly(pending, rules, fresh)
 
         def plan() -> Any:
             return getattr(qe, accessor)()
@@ -221,12 +226,16 @@ class QueryReader:
             return self._read_tree(plan(), replace(rules, expressions=False), errors)
         if not isinstance(text, str):
             return self._read_tree(plan(), rules, errors)
-        tree, plan_nodes = decode_plan(text, self._trees.field_names)
-        if not isinstance(tree, CatalystNode):
-            raise JvmError(f"expected a tree node, read {type(tree).__name__}")
         assert self._jvm_probes is not None and self._functions is not None
-        left = self._jvm_probes.read(str(body[BodyField.PROBES]), plan_nodes)
         nodes = self._functions.nodes_holder.getAndSet(None) if body[BodyField.MISSED] else None
+        try:
+            tree, plan_nodes = decode_plan(text, self._trees.field_names)
+            if not isinstance(tree, CatalystNode):
+                raise DecodeError(f"expected a tree node, read {type(tree).__name__}")
+            left = self._jvm_probes.read(str(body[BodyField.PROBES]), plan_nodes)
+        except DecodeError:
+            log.debug("spark_lineage: a plan's text could not be read", exc_info=True)
+            return self._read_tree(plan(), rules, errors)
         if left:
             if nodes is None:  # nothing kept to probe them with (a handler's probes changed since)
                 return self._read_tree(plan(), rules, errors)
@@ -245,7 +254,7 @@ class QueryReader:
         # What the query's Spark jobs were filed under (jvm.sql_jobs).
         query.query_id = _guard(query, "query id", lambda: int(qe.id()))
         query_id = query.query_id
-        if query_id is not None:
+        if query_id is not None and not query.jobs:
             query.jobs = read_query_jobs(safe(lambda: self._jobs.take_slowly(query_id)), query_id)
         if pending.exception is not None:
             self._read_failure(pending, qe, query)
