@@ -12,6 +12,8 @@ and JVM round trips.
    - the driver's Python CPU per query, from ``resource.getrusage`` (both sides: the difference is lineage's);
    - that CPU by stage (:mod:`spark_lineage.costs`: each stage's thread CPU time, nested stages apart), with
      the calls and the JVM round trips (:mod:`spark_lineage.jvm.round_trips`) of each stage;
+   - the Python garbage collections each side runs, and their CPU (lineage's objects make them more frequent),
+     and the CPU ``enable()`` takes once (imports, set-up, one full collection);
    - the JVM's CPU per query, from ``/proc``, both sides, and lineage's share of it by JVM thread: the
      listener bus (our listeners' filters, and their calls into Python), the threads that answer our Python
      threads' calls (py4j), and what no Java thread shows (GC, JIT compilers).
@@ -28,11 +30,13 @@ column lineage, RUNNING events and the spool on; capture and analysis <= 5 ms at
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -107,6 +111,27 @@ def _answering_thread(spark: Any, handle: Any) -> int | None:
     return found[0] if found else None
 
 
+class _Collections:
+    """The CPU the Python process's garbage collections take, by generation, while counting."""
+
+    def __init__(self) -> None:
+        self.counting = False
+        self.cpu_ns = [0, 0, 0]
+        self.runs = [0, 0, 0]
+        self._started: dict[int, int] = {}
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        key = threading.get_ident()
+        if phase == "start":
+            self._started[key] = time.thread_time_ns()
+            return
+        started = self._started.pop(key, None)
+        if self.counting and started is not None:
+            self.cpu_ns[info["generation"]] += time.thread_time_ns() - started
+            self.runs[info["generation"]] += 1
+
+
 def _write_inputs(spark: Any, workdir: Path) -> list[str]:
     paths = []
     for index in range(2):
@@ -118,10 +143,13 @@ def _write_inputs(spark: Any, workdir: Path) -> list[str]:
 
 def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) -> dict[str, Any]:
     """The measured job, in this process."""
+    collections = _Collections()
     spark = local_session("CPU per query", **{"spark.sql.shuffle.partitions": "2"})
     inputs = _write_inputs(spark, workdir)
     handle = None
+    enable_ns = 0
     if mode == "on":
+        enable_started = time.thread_time_ns()
         import spark_lineage
 
         settings = (
@@ -130,6 +158,7 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
             else {"type": "file", "location": str(workdir / "events.jsonl"), "append": True}
         )
         handle = spark_lineage.enable(spark, transport=settings, python={"spool": {"dir": str(workdir / "spool")}})
+        enable_ns = time.thread_time_ns() - enable_started
 
     def query(index: int) -> None:
         left, right = spark.read.parquet(inputs[0]), spark.read.parquet(inputs[1])
@@ -140,6 +169,7 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
     answering = _answering_thread(spark, handle)
     plan = spark.read.parquet(inputs[0]).join(spark.read.parquet(inputs[1]), "k").distinct()
     plan_nodes = len(str(plan._jdf.queryExecution().optimizedPlan().treeString()).splitlines())
+    collections.counting = True
     with round_trips.counting():
         stages = costs.snapshot()
         jvm_before, threads_before = _jvm_threads(spark)
@@ -155,6 +185,7 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
         spent = costs.since(stages)
+    collections.counting = False
     jvm_after, _ = _jvm_threads(spark)
     groups = _by_group(threads_before, threads_after, answering)
     groups["no Java thread (GC, JIT), and stop()"] = (jvm_after - jvm_before) - sum(groups.values())
@@ -166,6 +197,9 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
         "vm_ms": {key: vm_after[key] - vm_before[key] for key in vm_after},
         "plan_nodes": plan_nodes,
         "stages": {s.name: [c.cpu_ns, c.calls, c.round_trips] for s, c in spent.items()},
+        "gc_cpu_ns": collections.cpu_ns,
+        "gc_runs": collections.runs,
+        "enable_cpu_ns": enable_ns,
     }
 
 
@@ -265,6 +299,17 @@ def main() -> None:
         run["stages"][Stage.LISTENER.name][1] + run["stages"][Stage.JOB_LISTENER.name][1] for run in on
     )
     print(f"   calls from the JVM into Python per query (listeners): {callbacks / n:.1f}")
+    for generation in range(3):
+        gc_on = per_query_ms(on, lambda run, g=generation: run["gc_cpu_ns"][g] / 1e9)
+        gc_off = per_query_ms(off, lambda run, g=generation: run["gc_cpu_ns"][g] / 1e9)
+        runs_on = statistics.median(run["gc_runs"][generation] for run in on)
+        runs_off = statistics.median(run["gc_runs"][generation] for run in off)
+        print(
+            f"   Python garbage collections, generation {generation}: on {runs_on:.0f} ({gc_on:.3f} ms/query), "
+            f"off {runs_off:.0f} ({gc_off:.3f} ms/query)"
+        )
+    enable_ms = statistics.median(run["enable_cpu_ns"] for run in on) / 1e6
+    print(f"   enable(), once per job (imports, set-up, one full garbage collection): {enable_ms:.0f} ms CPU")
     jvm_on = per_query_ms(on, lambda run: run["jvm_cpu_ns"] / 1e9)
     jvm_off = per_query_ms(off, lambda run: run["jvm_cpu_ns"] / 1e9)
     print(f"   JVM CPU: on {jvm_on:.1f} ms, off {jvm_off:.1f} ms per query: lineage adds {jvm_on - jvm_off:.1f} ms")

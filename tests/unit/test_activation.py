@@ -86,3 +86,19 @@ def test_start_up_hook_patches_spark_session_once_pyspark_is_imported() -> None:
 def test_start_up_hook_stays_out_of_workers_and_when_opted_out(env: dict[str, str]) -> None:
     state = hook_state(**env)
     assert (state["watching_before"], state["patched"]) == (False, False)
+
+
+def test_the_first_start_in_a_process_ends_with_one_full_collection_and_later_ones_with_none() -> None:
+    """Setting up leaves thousands of survivors; the full collection they would trigger mid-job runs at set-up
+    instead, once per process (a fresh interpreter: this one's tests may have started lineage already)."""
+    script = (
+        "import gc\n"
+        "from spark_lineage import activation\n"
+        "before = gc.get_stats()[2]['collections']\n"
+        "activation._collect_setup_garbage()\n"
+        "first = gc.get_stats()[2]['collections'] - before\n"
+        "activation._collect_setup_garbage()\n"
+        "print(first, gc.get_stats()[2]['collections'] - before - first)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["1", "0"]
