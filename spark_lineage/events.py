@@ -219,15 +219,19 @@ class EventBuilder:
         if start_details is not None:
             start_facets["spark_jobDetails"] = job_details_facet(start_details)
         inputs = [self._input(d) for d in lineage.inputs]
-        # The run's events share their datasets (those with the same statistics), so each is built, and
-        # encoded when spooled (delivery.encoding), once.
+        # The run's events share their datasets (those with the same statistics), and every output's dataset
+        # facets, so each is built, and encoded when spooled (delivery.encoding), once.
+        written_to = [rewritten(d, self._rewrites) for d in lineage.outputs]
+        written_facets = [dataset_facets(d, self.config.facet_enabled) for d in written_to]
         outputs: dict[int, list[OutputDataset]] = {}
 
         def event(state: RunState, epoch_ms: int, facets: dict[str, Any], written: dict[str, int] | None) -> RunEvent:
             """``written``: the metrics the outputs' statistics come from, ``None`` for none."""
             key = id(written)
             if key not in outputs:
-                outputs[key] = [self._output(d, written) for d in lineage.outputs]
+                outputs[key] = [
+                    output_dataset(d, self.config.facet_enabled, written, f) for d, f in zip(written_to, written_facets)
+                ]
             return self._event(
                 state, epoch_ms, run_id, job_name, facets, job_facets, inputs=inputs, outputs=list(outputs[key])
             )
@@ -574,10 +578,14 @@ def input_dataset(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> In
 
 
 def output_dataset(
-    dataset: DatasetLineage, enabled: Callable[[str], bool], metrics: dict[str, int] | None
+    dataset: DatasetLineage,
+    enabled: Callable[[str], bool],
+    metrics: dict[str, int] | None,
+    facets: dict[str, Any] | None = None,
 ) -> OutputDataset:
     """An output; ``metrics`` (a finished run's, else ``None``) supply the output statistics when the dataset
-    has none of its own."""
+    has none of its own. ``facets``: its :func:`dataset_facets`, when the caller made them already (a run's
+    events share them, whatever statistics each one carries)."""
     output_facets: dict[str, Any] = {}
     if metrics is not None:
         stats = dataset.statistics
@@ -593,7 +601,7 @@ def output_dataset(
     return OutputDataset(
         namespace=dataset.identifier.namespace,
         name=dataset.identifier.name,
-        facets=dataset_facets(dataset, enabled),
+        facets=dataset_facets(dataset, enabled) if facets is None else facets,
         outputFacets=only_enabled(output_facets, enabled),
     )
 
