@@ -63,6 +63,9 @@ _WRITES = "writes"
 """What the JVM keeps, until its end, for an RDD job that writes files (its start was passed to Python)."""
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 _FIELD_SEP = "\x1f"
+"""Separates the fields of a job's texts: a start's (:meth:`_ListenerBuilder._start_text`: the job's id, time,
+the properties of :data:`_JOB_PROPERTIES`, and for a SQL execution's job its query's id and its execution's
+id) and an end's (:meth:`_ListenerBuilder._end_text`: the job's id, time and the class of its result)."""
 _UNSET = "\x1d"
 """Stands for a job property that is not set."""
 _JOB_PROPERTIES = ("spark.job.description", "spark.jobGroup.id", "callSite.short")
