@@ -448,9 +448,6 @@ class RddJobStart:
     """What could not be read."""
     details: SparkJobDetails | None = None
     """The job's id and properties, as its start event had them."""
-    graph_unread: bool = False
-    """Its RDD graph is not read yet: the job writes nothing, so only its failure would make it reported
-    (:meth:`~spark_lineage.jvm.JvmBridge.read_unread_graph` reads it then)."""
 
 
 @dataclass(frozen=True)

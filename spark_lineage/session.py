@@ -3,9 +3,9 @@
 Threads involved, and what each may do:
 
 - Spark's listener-bus thread calls :class:`~spark_lineage.jvm.QueryListener`, and
-  :class:`~spark_lineage.jvm.JobSink` at the start and end of each RDD job, which only queue (a SQL
-  execution's jobs, whose query run gets a RUNNING event per job, are kept in the JVM and read with their
-  query);
+  :class:`~spark_lineage.jvm.JobSink` at the start and end of each RDD job that writes files, and at the end
+  of one that writes nothing only if it failed, which only queue (a SQL execution's jobs, whose query run gets
+  a RUNNING event per job, are kept in the JVM and read with their query);
 - the *analysis* worker reads the JVM (through the bridge), analyzes, builds events and writes them to the
   spool (:mod:`spark_lineage.delivery`);
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
@@ -59,6 +59,7 @@ from spark_lineage.plan import (
     ConnectClient,
     ConnectSessionEnded,
     ConnectSessionStarted,
+    RddJobEnd,
     RddJobStart,
     SessionInfo,
 )
@@ -524,19 +525,18 @@ class LineageRuntime:
     def _rdd_job(self, pending: PendingJob) -> None:
         """Keep a job's start until its end; then report it, as openlineage-spark does, if it wrote files or
         failed (its START is sent then, with the time it started)."""
-        job = self.bridge.read_job(pending)
-        if isinstance(job, RddJobStart):
-            self._rdd_jobs[job.job_id] = job
+        read = self.bridge.read_job(pending)
+        if isinstance(read, RddJobStart):
+            self._rdd_jobs[read.job_id] = read
             while len(self._rdd_jobs) > _RDD_JOBS_KEPT:
                 self._rdd_jobs.pop(next(iter(self._rdd_jobs)))
             return
-        start = self._rdd_jobs.pop(job.job_id, None)
-        if start is None:
-            return
-        if start.graph_unread:
-            if job.error is None:
-                return  # it wrote nothing (its graph was never read)
-            start = self.bridge.read_unread_graph(start)
+        if isinstance(read, RddJobEnd):
+            job, start = read, self._rdd_jobs.pop(read.job_id, None)
+            if start is None:
+                return
+        else:
+            start, job = read  # a job that writes nothing, passed on only as it failed
         lineage = rdd_job_lineage(start)
         if not lineage.outputs and job.error is None:
             return  # an action that writes nothing: count(), collect(), Spark's own listing jobs

@@ -266,15 +266,11 @@ class JvmBridge:
         self._alive()
         return self._reader().session_conf()
 
-    def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
-        """What a queued job event holds, as plain data (and the JVM references it held dropped)."""
+    def read_job(self, pending: PendingJob) -> RddJobStart | RddJobEnd | tuple[RddJobStart, RddJobEnd]:
+        """What a queued job event holds, as plain data (and the JVM references it held dropped): a start, an
+        end, or both, for a job that writes nothing and failed."""
         self._alive()
         return self._job_reader().read(pending)
-
-    def read_unread_graph(self, start: RddJobStart) -> RddJobStart:
-        """A job start read without its RDD graph (it writes nothing), with its graph: the job failed."""
-        self._alive()
-        return self._job_reader().read_unread_graph(start)
 
     def read_job_io(self, job_id: int) -> JobIo:
         """What an ended job's tasks read and wrote (see :meth:`RddJobReader.read_io`)."""

@@ -1,28 +1,33 @@
-"""A Spark listener that passes Python only the starts and ends of RDD jobs, and keeps SQL executions' jobs.
+"""A Spark listener that passes Python only the RDD jobs that write files or fail, and keeps SQL executions' jobs.
 
 A listener written in Python would be called over py4j for every listener event Spark posts: each task's
 start and end, metrics updates, block updates (thousands of round trips for a job of a thousand tasks). This
 one is a ``java.lang.reflect.Proxy`` of ``SparkListenerInterface`` whose invocation handler is composed of
 method handles (:mod:`spark_lineage.jvm.method_handles`), so every event is filtered in the JVM:
 
-- at the start of a job whose properties carry no SQL execution id (an RDD action), Python is called with the
-  job's id, time and properties as one text, and the ``ActiveJob`` Spark keeps for it, captured in the JVM at
-  once: Spark forgets it when the job ends, and a short job may end before Python could ask; at its end, with
-  the end event;
+- a job whose properties carry no SQL execution id (an RDD action) is told apart at its start, by the closure
+  of its final stage: only a Hadoop save's (``SparkHadoopWriter``'s) writes files. Spark's ``ActiveJob`` for
+  it is captured in the JVM at once (Spark forgets it when the job ends, and a short job may end before Python
+  could ask). A job that writes files is passed to Python at its start, its id, time and properties as one
+  text with that ``ActiveJob``, and at its end, as text (its id, time and outcome), or as the end event when
+  it failed (for its exception). A job that writes nothing (``count()``, Spark's own parquet footer reads),
+  which openlineage-spark reports only if it fails, is not passed at its start: the JVM keeps its start's
+  text and its ``ActiveJob`` until it ends (:data:`RDD_JOBS_KEPT` jobs at most, should Spark drop the events
+  that end them), and calls Python only if it failed, once, with its end event and what it kept;
 - the start and end of a job of a SQL execution are kept in the JVM as text (the job's id, time and
   properties, and the id of the ``QueryExecution`` running it; at its end, its id, time and outcome), filed
   under its query (:mod:`spark_lineage.jvm.sql_jobs`), which takes them when it is read: the query's run gets a
   RUNNING event per job, and Python is not called.
 
-The Python side only queues (:class:`JobSink`); :class:`RddJobReader` reads what a queued RDD job holds on the
-analysis thread, as plain data, and :func:`read_sql_job` what a SQL job's text says.
+The Python side only queues (:class:`JobSink`; what it is passed: :class:`PendingJob`); :class:`RddJobReader`
+reads what a queued RDD job holds on the analysis thread, as plain data, and :func:`read_sql_job` what a SQL
+job's text says. So a job that writes nothing and succeeds, the usual RDD job, costs Python nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -52,9 +57,15 @@ _JOB_END = "org.apache.spark.scheduler.SparkListenerJobEnd"
 _LISTENER = "org.apache.spark.scheduler.SparkListenerInterface"
 _SQL_EXECUTION_ID = "spark.sql.execution.id"
 _END = "end"
-"""What the sink receives beside an RDD job's end: a string crosses py4j as a value, with no round trip."""
+"""What the sink receives beside an RDD job's end (its text, or its event): a string crosses py4j as a value,
+with no round trip."""
+_WRITES = "writes"
+"""What the JVM keeps, until its end, for an RDD job that writes files (its start was passed to Python)."""
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 _FIELD_SEP = "\x1f"
+"""Separates the fields of a job's texts: a start's (:meth:`_ListenerBuilder._start_text`: the job's id, time,
+the properties of :data:`_JOB_PROPERTIES`, and for a SQL execution's job its query's id and its execution's
+id) and an end's (:meth:`_ListenerBuilder._end_text`: the job's id, time and the class of its result)."""
 _UNSET = "\x1d"
 """Stands for a job property that is not set."""
 _JOB_PROPERTIES = ("spark.job.description", "spark.jobGroup.id", "callSite.short")
@@ -70,22 +81,43 @@ _CAPTURED_ARGUMENTS = 4
 _HADOOP_WRITER = "org.apache.spark.internal.io.SparkHadoopWriter"
 """The class whose closures are the jobs of a Hadoop save: the only RDD jobs that write files. Every other
 job's closure is some other class's (``collect``, ``count``, Spark's own parquet footer reads)."""
-UNREAD_GRAPHS_KEPT = 1_000
-"""How many jobs that write nothing keep their final stage, unread, until they end."""
+_ACTIVE_JOB = "org.apache.spark.scheduler.ActiveJob"
+_RESULT_STAGE = "org.apache.spark.scheduler.ResultStage"
+_JOB_SUCCEEDED = "org.apache.spark.scheduler.JobSucceeded$"
+RDD_JOBS_KEPT = 1_000
+"""Started RDD jobs the JVM keeps until their end: all are forgotten beyond this many (ends Spark dropped).
+Each one that writes nothing holds its ``ActiveJob``, and with it its RDDs, so fewer than SQL jobs."""
 
 
 @dataclass
 class PendingJob:
-    """What the listener hands to the worker for an RDD job: at its start, its text and the JVM reference to
-    its ``ActiveJob``; at its end, the end event; nothing read yet."""
+    """What the listener passes the sink of an RDD job, as it passed it, nothing read yet; one of:
+
+    - the start of a job that writes files: its start's text (the job's id, time and properties, as
+      :meth:`_ListenerBuilder._start_text` joins them), and the ``Option`` of its ``ActiveJob``;
+    - the end of a job that writes files: its end's text (the job's id, time and the class of its result, as
+      :meth:`_ListenerBuilder._end_text` joins them) when it succeeded, its ``SparkListenerJobEnd`` when it
+      failed; and :data:`_END`;
+    - the end of a job that writes nothing and failed (its start was not passed): its ``SparkListenerJobEnd``,
+      and what the JVM kept of its start, the list ``[start's text, Option of its ActiveJob]``.
+
+    Told apart by the Python types py4j gives (a string crosses as ``str``, a JVM object as a reference), which
+    costs no JVM call.
+    """
 
     event: Any
-    active_job: Any = None
-    """At a start: the ``Option`` of the job's ``ActiveJob``; ``None`` for an end."""
+    """A text, or a ``SparkListenerJobEnd``."""
+    extra: Any = None
+    """The ``Option`` of a start's ``ActiveJob``, :data:`_END`, or what the JVM kept of a failed job's start."""
 
     @property
     def is_start(self) -> bool:
-        return self.active_job is not None
+        return isinstance(self.event, str) and not isinstance(self.extra, str)
+
+    @property
+    def is_unseen_failure(self) -> bool:
+        """The end of a failed job whose start was not passed (it writes nothing), with what it kept of it."""
+        return not isinstance(self.event, str) and not isinstance(self.extra, str)
 
 
 @dataclass(frozen=True)
@@ -106,9 +138,7 @@ class JobSink:
         self.calls += 1
         try:
             with costs.stage(Stage.JOB_LISTENER):
-                # A JavaObject compares through a JVM call: the type says what was passed (an RDD job's end
-                # comes with a marker string, its start with its ActiveJob).
-                self._submit(PendingJob(event, None if isinstance(extra, str) else extra))
+                self._submit(PendingJob(event, extra))
         except BaseException:
             log.debug("spark_lineage could not queue a job event", exc_info=True)
 
@@ -156,11 +186,17 @@ class JobListener(BusListener):
         super().__init__(spark_context, gateway, classes, sink)
         self._rdd_jobs = rdd_jobs
         """Whether jobs that are no SQL execution are passed on too (``filter.rddEventsDisabled`` says not)."""
+        self.rdd_jobs_started: Any = None
+        """Job id -> what an RDD job's end needs from its start, until it ends (a JVM map; see
+        :meth:`_ListenerBuilder._rdd_start`)."""
 
     def _build(self, sink: Any) -> Any:
         jobs = self._jsc.dagScheduler().jobIdToActiveJob()
         store = sql_job_store(self._gateway, self._classes)
-        return _ListenerBuilder(self._gateway, self._classes).build(sink, jobs, store, self._rdd_jobs)
+        self.rdd_jobs_started = self._classes("java.util.concurrent.ConcurrentHashMap")()
+        return _ListenerBuilder(self._gateway, self._classes).build(
+            sink, jobs, store, self.rdd_jobs_started, self._rdd_jobs
+        )
 
 
 class ListenerProxyBuilder(HandleBuilder):
@@ -240,19 +276,6 @@ class ListenerProxyBuilder(HandleBuilder):
             self._objects(sink),
         )
 
-    def _remember(self, ids: Any, job_id: Any) -> Any:
-        return self._void(self._forget(ids, job_id, "add"))
-
-    def _forget(self, ids: Any, job_id: Any, operation: str = "remove") -> Any:
-        """``(event) -> boolean``: add the event's job id to ``ids``, or remove it (whether it was there)."""
-        return self.mh.filterArguments(
-            self.mh.insertArguments(
-                self._method("java.util.Set", operation, "java.lang.Object"), 0, self._objects(ids)
-            ),
-            0,
-            self._handles(job_id),
-        )
-
     def _string(self, handle: Any, kind: str) -> Any:
         """``(event) -> String``: what ``handle`` answers, as text."""
         return self._after(handle, self._method("java.lang.String", "valueOf", kind))
@@ -277,12 +300,13 @@ class ListenerProxyBuilder(HandleBuilder):
 class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
     """Composes the filtering job listener."""
 
-    def build(self, sink: Any, jobs: Any, store: SqlJobStore, rdd_jobs: bool = True) -> Any:
-        tracked = self._classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+    def build(self, sink: Any, jobs: Any, store: SqlJobStore, started: Any, rdd_jobs: bool = True) -> Any:
+        """The listener: ``jobs`` is Spark's map of its ``ActiveJob``s, ``started`` an empty map in which RDD
+        jobs are kept from their start to their end."""
         return self.proxy(
             {
-                "onJobStart": self._on_start(sink, jobs, tracked, store, rdd_jobs),
-                "onJobEnd": self._on_end(sink, tracked, store),
+                "onJobStart": self._on_start(sink, jobs, started, store, rdd_jobs),
+                "onJobEnd": self._on_end(sink, started, store),
                 "onOtherEvent": self._choose(
                     [(self._is(_EXECUTION_END), self.ending_execution(store))], otherwise=self._ignore()
                 ),
@@ -291,20 +315,38 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
         )
 
     def _job_id(self, event_class: str) -> Any:
-        """``(event) -> Integer``: the job id, boxed as Spark's job map and our set key it."""
+        """``(event) -> Integer``: the job id, boxed as Spark's job map and ours key it."""
         return self._boxed(self._method(event_class, "jobId"))
 
-    def _on_start(self, sink: Any, jobs: Any, tracked: Any, store: SqlJobStore, rdd_jobs: bool) -> Any:
-        """``(SparkListenerJobStart) -> void``: for a job that is no SQL execution, remember its id and pass on
-        its text with its ``ActiveJob`` (an ``Option``); file a SQL execution's job's text, with the id of the
-        query running it, under that query."""
+    def _on_start(self, sink: Any, jobs: Any, started: Any, store: SqlJobStore, rdd_jobs: bool) -> Any:
+        """``(SparkListenerJobStart) -> void``: for a job that is no SQL execution, keep what its end needs in
+        ``started`` and pass its start on if it writes files (:meth:`_rdd_start`); file a SQL execution's job's
+        text, with the id of the query running it, under that query."""
         execution_id = self._property(_SQL_EXECUTION_ID)
-        is_null = self._method("java.util.Objects", "isNull", "java.lang.Object")
-        not_sql = self.mh.guardWithTest(
+        query_id = self._query_id(execution_id)
+        sql_text = self._start_text(query_id, execution_id)
+        return self.mh.guardWithTest(
+            self._outside_sql(),
+            self._rdd_start(sink, jobs, started) if rdd_jobs else self._ignore(),
+            self.filing_start(store, sql_text, query_id, execution_id, self._job_id(_JOB_START)),
+        )
+
+    def _outside_sql(self) -> Any:
+        """``(SparkListenerJobStart) -> boolean``: whether the job is no SQL execution's (an RDD action): its
+        properties carry no SQL execution id."""
+        is_null = self._is_null()
+        return self.mh.guardWithTest(
             self._after(self._method(_JOB_START, "properties"), is_null),
             self._constant(True),
-            self._after(execution_id, is_null),
+            self._after(self._property(_SQL_EXECUTION_ID), is_null),
         )
+
+    def _rdd_start(self, sink: Any, jobs: Any, started: Any) -> Any:
+        """``(SparkListenerJobStart) -> void`` for a job that is no SQL execution, with the ``Option`` of its
+        ``ActiveJob`` (from ``jobs``, Spark's map of them): a job that writes files (:meth:`_writes_files`) is
+        kept as :data:`_WRITES` and its start passed on, its text with the ``Option``; for any other job,
+        ``[its start's text, the Option]`` is kept, and nothing passed on. Beyond :data:`RDD_JOBS_KEPT` jobs
+        kept, all are forgotten first."""
         job_id = self._job_id(_JOB_START)
         active_job = self.mh.filterArguments(
             self.mh.insertArguments(
@@ -313,37 +355,103 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
             0,
             self._handles(job_id),
         )
-        accept = self._accept(sink)
         text = self._start_text(None)
-        passed_on = self.mh.permuteArguments(
-            self.mh.filterArguments(accept, 0, self._handles(text, self._as_object(active_job))),
-            self._method_type(self.VOID, self.OBJ),
-            self._ints(0, 0),
+        two_objects = self._method_type(self.OBJ, self.OBJ, self.OBJ)
+        # (value, option, event) -> void: keep the value under the event's job id
+        keep = self._void(
+            self.mh.permuteArguments(
+                self.mh.filterArguments(self._map_put(started), 0, self._handles(job_id)),
+                self._method_type(self.OBJ, self.OBJ, self.OBJ, self.OBJ),
+                self._ints(2, 0),
+            )
         )
-        query_id = self._query_id(execution_id)
-        sql_text = self._start_text(query_id, execution_id)
-        return self.mh.guardWithTest(
-            not_sql,
-            self._then(self._remember(tracked, job_id), passed_on) if rdd_jobs else self._ignore(),
-            self.filing_start(store, sql_text, query_id, execution_id, job_id),
+        # (option, event) -> void
+        passed_on = self._then(
+            self.mh.foldArguments(keep, self._returning(_WRITES, self.OBJ, self.OBJ)),
+            self.mh.permuteArguments(
+                self.mh.filterArguments(self._accept(sink), 0, self._handles(text)),
+                self._method_type(self.VOID, self.OBJ, self.OBJ),
+                self._ints(1, 0),
+            ),
+        )
+        pair = self._method("java.util.Arrays", "asList", "[Ljava.lang.Object;").asCollector(
+            self._classes.java_class("[Ljava.lang.Object;"), 2
+        )
+        text_and_option = self.mh.permuteArguments(
+            self.mh.filterArguments(pair, 0, self._handles(text)).asType(two_objects), two_objects, self._ints(1, 0)
+        )
+        kept = self.mh.foldArguments(keep, text_and_option)
+        writes = self.mh.dropArguments(self._writes_files(), 1, self._types(self.OBJ))
+        return self._then(
+            self._bounded(started, RDD_JOBS_KEPT),
+            self.mh.foldArguments(self.mh.guardWithTest(writes, passed_on, kept), self._as_object(active_job)),
         )
 
-    def _on_end(self, sink: Any, tracked: Any, store: SqlJobStore) -> Any:
-        """``(SparkListenerJobEnd) -> void``: pass on the end of an RDD job whose start was passed on; add a
-        SQL execution's job's end, as text, to its query's jobs."""
+    def _writes_files(self) -> Any:
+        """``(Option of an ActiveJob) -> boolean``: whether the job's final stage runs a Hadoop save's closure
+        (``SparkHadoopWriter``'s); false for a job Spark no longer held, for a map-stage job (its final stage
+        runs no closure of its own), and when anything throws."""
+        class_name = self._after(
+            self._method("java.lang.Object", "getClass"), self._method("java.lang.Class", "getName")
+        )
+        a_writer = self.mh.insertArguments(
+            self._method("java.lang.String", "startsWith", "java.lang.String"), 1, self._objects(_HADOOP_WRITER)
+        )
+        runs_writer = self._after(self._after(self._method(_RESULT_STAGE, "func"), class_name), a_writer)
+        stage_writes = self.mh.guardWithTest(self._is(_RESULT_STAGE), runs_writer, self._constant(False))
+        final_stage = self._after(self._method("scala.Option", "get"), self._method(_ACTIVE_JOB, "finalStage"))
+        writes = self.mh.guardWithTest(
+            self._method("scala.Option", "isDefined"), self._after(final_stage, stage_writes), self._constant(False)
+        )
+        throwable = self._classes.java_class("java.lang.Throwable")
+        return self.mh.catchException(
+            writes, throwable, self.mh.dropArguments(self._constant(False), 0, self._types(throwable))
+        )
+
+    def _on_end(self, sink: Any, started: Any, store: SqlJobStore) -> Any:
+        """``(SparkListenerJobEnd) -> void``: an RDD job's end, by what its start kept in ``started``
+        (:meth:`_rdd_end`); a SQL execution's job's end, as text, added to its query's jobs."""
         job_id = self._job_id(_JOB_END)
+        text = self._end_text()
+        kept = self.mh.filterArguments(self._map_remove(started), 0, self._handles(job_id))
+        sql_job = self.mh.dropArguments(self.filing_end(store, text, job_id), 0, self._types(self.OBJ))
+        return self.mh.foldArguments(self.mh.guardWithTest(self._is_null(), sql_job, self._rdd_end(sink, text)), kept)
+
+    def _rdd_end(self, sink: Any, text: Any) -> Any:
+        """``(kept, SparkListenerJobEnd) -> void``: the end of a job that writes files (``kept`` is
+        :data:`_WRITES`) is passed on, as its ``text`` when it succeeded, as the event when it failed (for its
+        exception), with :data:`_END`; the end of any other job only when it failed, as the event with what
+        its start kept."""
         accept = self._accept(sink)
-        passed_on = self.mh.insertArguments(accept, 1, self._objects(_END))
+        with_end = self.mh.insertArguments(accept, 1, self._objects(_END))
+        two_objects = self._method_type(self.VOID, self.OBJ, self.OBJ)
+        succeeded = self.mh.dropArguments(
+            self._after(self._method(_JOB_END, "jobResult"), self._is(_JOB_SUCCEEDED)), 0, self._types(self.OBJ)
+        )
+        writer_end = self.mh.guardWithTest(
+            succeeded,
+            self.mh.dropArguments(self.mh.filterArguments(with_end, 0, self._handles(text)), 0, self._types(self.OBJ)),
+            self.mh.dropArguments(with_end, 0, self._types(self.OBJ)),
+        )
+        other_end = self.mh.guardWithTest(
+            succeeded, self.mh.empty(two_objects), self.mh.permuteArguments(accept, two_objects, self._ints(1, 0))
+        )
+        return self.mh.guardWithTest(self._is("java.lang.String"), writer_end, other_end)
+
+    def _end_text(self) -> Any:
+        """``(SparkListenerJobEnd) -> Object``: the job's id, time and the class of its result, joined into one
+        string: what a SQL execution's job's end is kept as, and an RDD job's end that succeeded passed as."""
         result = self._after(
             self._after(self._method(_JOB_END, "jobResult"), self._method("java.lang.Object", "getClass")),
             self._method("java.lang.Class", "getName"),
         )
-        text = self._as_object(
+        return self._as_object(
             self._joined(
-                self._string(job_id, "java.lang.Object"), self._string(self._method(_JOB_END, "time"), "long"), result
+                self._string(self._job_id(_JOB_END), "java.lang.Object"),
+                self._string(self._method(_JOB_END, "time"), "long"),
+                result,
             )
         )
-        return self.mh.guardWithTest(self._forget(tracked, job_id), passed_on, self.filing_end(store, text, job_id))
 
     def _property(self, name: str) -> Any:
         """``(SparkListenerJobStart) -> String``: a property the job was submitted with, or null."""
@@ -393,50 +501,41 @@ class RddJobReader:
         self._classes = classes
         self._graphs = RddGraphReader(classes)
         self._spark_context = spark_context
-        self._unread: OrderedDict[int, Any] = OrderedDict()
-        """The final stages of started jobs that write nothing, by job id, until they end."""
 
-    def read(self, pending: PendingJob) -> RddJobStart | RddJobEnd:
+    def read(self, pending: PendingJob) -> RddJobStart | RddJobEnd | tuple[RddJobStart, RddJobEnd]:
+        """A start, an end, or both for a job that writes nothing and failed (its start was kept in the JVM)."""
         try:
             if pending.is_start:
-                return self._read_start(pending)
+                return self._read_start(pending.event, pending.extra)
             end = self._read_end(pending.event)
-            if end.error is None:
-                self._unread.pop(end.job_id, None)  # a job that wrote nothing and succeeded is not reported
-            return end
+            if not pending.is_unseen_failure:
+                return end
+            kept = pending.extra
+            return self._read_unseen_start(str(kept.get(0)), kept.get(1)), end
         finally:
-            pending.event = pending.active_job = None  # let the JVM free the job's RDDs and closures
+            pending.event = pending.extra = None  # let the JVM free the job's RDDs and closures
 
-    def _read_start(self, pending: PendingJob) -> RddJobStart:
-        """A job's start. Only a Hadoop save writes files: any other job's graph is read only if it fails, so
-        that the many jobs that read and write nothing (``count()``, Spark's parquet footer reads) cost a few
-        round trips, not one per RDD."""
-        time_ms, details = _job_started(str(pending.event).split(_FIELD_SEP))
-        job_id = details.job_id
-        option = pending.active_job
-        if not bool(option.isDefined()):
-            return RddJobStart(job_id, time_ms, details=details)
+    def _read_start(self, text: str, option: Any) -> RddJobStart:
+        """The start of a job that writes files (a Hadoop save, as the JVM told: the job's ``ActiveJob`` was
+        held, and its final stage's closure is ``SparkHadoopWriter``'s): where it writes, and its graph."""
+        time_ms, details = _job_started(text.split(_FIELD_SEP))
         stage = option.get().finalStage()
-        function = safe(stage.func)  # a map-stage job's final stage has none
-        if function is None or not str(function.getClass().getName()).startswith(_HADOOP_WRITER):
-            self._unread[job_id] = stage
-            while len(self._unread) > UNREAD_GRAPHS_KEPT:
-                self._unread.popitem(last=False)
-            return RddJobStart(job_id, time_ms, details=details, graph_unread=True)
         errors: list[str] = []
         output = None
         try:
-            output = self._output_path(function)
+            output = self._output_path(stage.func())
         except Exception as error:  # noqa: BLE001
             errors.append(f"output path: {message(error)}")
-        return self._with_graph(RddJobStart(job_id, time_ms, (), output, tuple(errors), details), stage)
+        return self._with_graph(RddJobStart(details.job_id, time_ms, (), output, tuple(errors), details), stage)
 
-    def read_unread_graph(self, start: RddJobStart) -> RddJobStart:
-        """A start whose graph was left unread (``graph_unread``), with its graph: its job failed."""
-        stage = self._unread.pop(start.job_id, None)
-        if stage is None:
-            return replace(start, graph_unread=False, errors=(*start.errors, "RDD lineage: no longer kept"))
-        return self._with_graph(replace(start, graph_unread=False), stage)
+    def _read_unseen_start(self, text: str, option: Any) -> RddJobStart:
+        """The start of a job that writes nothing, read only as it failed: its graph, when Spark still held its
+        ``ActiveJob`` at its start."""
+        time_ms, details = _job_started(text.split(_FIELD_SEP))
+        start = RddJobStart(details.job_id, time_ms, details=details)
+        if not bool(option.isDefined()):
+            return start
+        return self._with_graph(start, option.get().finalStage())
 
     def _with_graph(self, start: RddJobStart, stage: Any) -> RddJobStart:
         try:
@@ -459,6 +558,11 @@ class RddJobReader:
         return None
 
     def _read_end(self, event: Any) -> RddJobEnd:
+        """An end passed as text (:meth:`_ListenerBuilder._end_text`: it succeeded), or as the end event (it
+        failed: its exception is read)."""
+        if isinstance(event, str):
+            job_id, time_ms, succeeded = _job_ended(event.split(_FIELD_SEP))
+            return RddJobEnd(job_id, time_ms) if succeeded else RddJobEnd(job_id, time_ms, error="job failed")
         job_id, time_ms = int(event.jobId()), int(event.time())
         result = event.jobResult()
         if str(result.getClass().getName()).startswith("org.apache.spark.scheduler.JobSucceeded"):
@@ -513,7 +617,7 @@ def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
     the class of its result)."""
     fields = pending.text.split(_FIELD_SEP)
     if len(fields) == 3:
-        return SqlJobEnd(int(fields[0]), int(fields[1]), fields[2].rsplit(".", 1)[-1].startswith("JobSucceeded"))
+        return SqlJobEnd(*_job_ended(fields))
     time_ms, details = _job_started(fields)
     execution_id = fields[6] if len(fields) > 6 else ""
     return SqlJobStart(
@@ -525,6 +629,11 @@ def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:
     """A job start's time and details from its text's first five fields."""
     description, group, call_site = (None if value == _UNSET else value for value in fields[2:5])
     return int(fields[1]), SparkJobDetails(int(fields[0]), description, group, call_site)
+
+
+def _job_ended(fields: list[str]) -> tuple[int, int, bool]:
+    """A job end's id, time and whether it succeeded, from its text's three fields (id, time, result class)."""
+    return int(fields[0]), int(fields[1]), fields[2].rsplit(".", 1)[-1].startswith("JobSucceeded")
 
 
 def _captured(fields: Any, function: Any, function_class: Any, index: int) -> Any:

@@ -227,20 +227,16 @@ class SqlJobHandles(HandleBuilder):
         )
         return self.mh.guardWithTest(offer, self.mh.empty(self._method_type(self.VOID, self.OBJ)), make_room)
 
-    def _bounded(self, target: Any) -> Any:
-        """``(event) -> void``: clear the map ``target`` when it holds more than :data:`IN_FLIGHT_KEPT` entries
-        (ends that never came)."""
+    def _bounded(self, target: Any, kept: int = IN_FLIGHT_KEPT) -> Any:
+        """``(event) -> void``: clear the map ``target`` when it holds more than ``kept`` entries (ends that
+        never came)."""
         size = self.mh.insertArguments(self._method(_MAP, "size"), 0, self._objects(target))
         at_most = self._after(
             self.mh.filterReturnValue(
                 size,
-                self.mh.insertArguments(
-                    self._method("java.lang.Math", "max", "int", "int"), 1, self._objects(IN_FLIGHT_KEPT)
-                ),
+                self.mh.insertArguments(self._method("java.lang.Math", "max", "int", "int"), 1, self._objects(kept)),
             ).asType(self._method_type(self.OBJ)),
-            self.mh.insertArguments(
-                self._method("java.util.Objects", "equals", _OBJ, _OBJ), 1, self._objects(IN_FLIGHT_KEPT)
-            ),
+            self.mh.insertArguments(self._method("java.util.Objects", "equals", _OBJ, _OBJ), 1, self._objects(kept)),
         )
         clear = self.mh.insertArguments(self._method(_MAP, "clear"), 0, self._objects(target))
         return self.mh.dropArguments(

@@ -1,9 +1,11 @@
 """What a query costs the py4j edge, on real local Spark: its capture makes the same few JVM round trips
 whatever the number of its datasets, and its Spark jobs reach its RUNNING events without a callback into
-Python (the job listener keeps them in the JVM; the capture reads them)."""
+Python (the job listener keeps them in the JVM; the capture reads them). Spark's own RDD jobs (a parquet
+read's schema inference) cross into Python only if they fail."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from spark_lineage import costs
 from spark_lineage.costs import Stage, StageCost
 from spark_lineage.jvm import round_trips
+from tests.integration.test_rdd import _rdd_runs
 from tests.support import LineageReceiver, datasets, runs_by_job
 
 pytestmark = pytest.mark.spark
@@ -197,3 +200,172 @@ def test_the_jvm_files_each_job_under_its_query_and_keeps_a_bounded_number_of_qu
         post(start, f"1{query}", query, f"5{query}")
     assert store.take_slowly(8) is None  # two queries kept: the oldest went
     assert job_texts(store.take_slowly(10)) == ["[110, 10, 510]"]
+
+
+def _count_rdd_jobs(spark: Any) -> tuple[Any, Any]:
+    """A listener of the test's own on the bus, composed in the JVM as the job listener is, that adds to a JVM
+    set the id of each job whose properties name no SQL execution (no callback into Python): the listener, to
+    remove, and the set."""
+    from spark_lineage.jvm.listener import ListenerProxyBuilder
+    from spark_lineage.jvm.values import JvmClasses
+
+    classes = JvmClasses(spark.sparkContext._jvm)
+    builder = ListenerProxyBuilder(spark.sparkContext._gateway, classes)
+    start, obj = "org.apache.spark.scheduler.SparkListenerJobStart", "java.lang.Object"
+    ids = classes("java.util.concurrent.ConcurrentHashMap").newKeySet()
+    add = builder.mh.insertArguments(builder._method("java.util.Set", "add", obj), 0, builder._objects(ids))
+    job_id = builder._boxed(builder._method(start, "jobId"))
+    count = builder._void(builder.mh.filterArguments(add, 0, builder._handles(job_id)))
+    execution_id = builder._after(
+        builder._method(start, "properties"),
+        builder.mh.insertArguments(
+            builder._method("java.util.Properties", "getProperty", "java.lang.String"),
+            1,
+            builder._objects("spark.sql.execution.id"),
+        ),
+    )
+    no_execution = builder._after(execution_id, builder._is_null())
+    listener = builder.proxy(
+        {"onJobStart": builder.mh.guardWithTest(no_execution, count, builder._ignore())},
+        "spark_lineage test: RDD job counter",
+    )
+    spark.sparkContext._jsc.sc().addSparkListener(listener)
+    return listener, ids
+
+
+def _drained(spark: Any) -> None:
+    """Wait until every listener heard what Spark posted so far."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+
+
+def test_spark_s_own_rdd_jobs_cost_a_query_no_callback_and_no_round_trip(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
+    """Reading parquet without a schema runs Spark jobs outside any SQL execution (the footers' schema
+    inference, one per input here): they write nothing and succeed, so the JVM never passes them to Python, and
+    the whole query, from its reads to its write's events, makes at most MAX_ROUND_TRIPS round trips."""
+    paths = _inputs(spark, data_dir, 2)
+    listener, rdd_job_ids = _count_rdd_jobs(spark)
+
+    def query(target: Path) -> None:
+        left, right = (spark.read.parquet(str(path)) for path in paths)  # no schema: Spark infers it
+        left.unionByName(right).groupBy("bucket").count().write.parquet(str(target))
+        _drained(spark)
+        assert lineage.flush(60)
+
+    try:
+        query(data_dir / "round_trips_warm_up_own_jobs")  # the plan's classes met once
+        sink = lineage._runtime.job_sink
+        calls, rdd_jobs = sink.calls, int(rdd_job_ids.size())
+        with round_trips.counting():
+            before = costs.snapshot()
+            query(data_dir / "round_trips_own_jobs")
+            cost = costs.since(before)
+        rdd_jobs = int(rdd_job_ids.size()) - rdd_jobs
+    finally:
+        spark.sparkContext._jsc.sc().removeSparkListener(listener)
+
+    assert rdd_jobs >= 2  # Spark's own jobs ran
+    assert sink.calls == calls  # and none crossed into Python
+    assert cost[Stage.JOB_LISTENER] == cost[Stage.RDD_JOBS] == StageCost(0, 0, 0)
+    assert cost[Stage.CAPTURE].calls == 1
+    spent = {stage.name: trips.round_trips for stage, trips in cost.items() if trips.round_trips}
+    assert sum(spent.values()) <= MAX_ROUND_TRIPS, spent
+    (run,) = runs_by_job(receiver.events, "round_trips_own_jobs")
+    assert run[-1]["eventType"] == "COMPLETE"
+    assert sorted(datasets(run[-1], "inputs")) == sorted(("file", str(path)) for path in paths)
+
+
+def test_an_rdd_job_crosses_into_python_only_if_it_writes_files_or_fails(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
+    """A job that writes nothing and succeeds is never passed to Python, and gets no run; one that fails is
+    passed once, at its end, and reported as it always was: its RDD graph read then (its input), its error;
+    a Hadoop save is passed at its start and its end, and reported with what it read and wrote."""
+    context = spark.sparkContext
+    sink = lineage._runtime.job_sink
+    people = str(data_dir / "people.csv")
+    copy = data_dir / "people_copy"
+
+    def calls(action: Any) -> int:
+        """How many times the job listener called Python for what ``action`` ran."""
+        before = sink.calls
+        with contextlib.suppress(Exception):  # the failing job
+            action()
+        _drained(spark)
+        assert lineage.flush(60)
+        return int(sink.calls - before)
+
+    crossings = [
+        calls(lambda: context.textFile(people).count()),
+        calls(lambda: context.textFile(people).map(lambda line: len(line) // 0).count()),
+        calls(lambda: context.textFile(people).saveAsTextFile(str(copy))),
+    ]
+
+    (start, fail), (saved_start, complete) = list(_rdd_runs(receiver.events).values())
+    assert [start["eventType"], fail["eventType"]] == ["START", "FAIL"]
+    for event in (start, fail):
+        assert event["job"]["name"] == "lineage_tests.python_map_partitions_hadoop"  # named after its graph
+        assert datasets(event, "inputs") == [("file", str(data_dir))]
+        assert datasets(event, "outputs") == []
+    error = fail["run"]["facets"]["errorMessage"]
+    assert error["stackTrace"].startswith(error["message"])  # the job's exception, and its stack trace
+    assert "ZeroDivisionError" in error["stackTrace"]
+    assert [saved_start["eventType"], complete["eventType"]] == ["START", "COMPLETE"]
+    for event in (saved_start, complete):
+        assert event["job"]["name"] == "lineage_tests.map_partitions_python_map_partitions_hadoop"
+        assert datasets(event, "inputs") == [("file", str(data_dir))]
+        assert datasets(event, "outputs") == [("file", str(copy))]
+    assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 4
+    assert crossings == [0, 1, 2]
+
+
+def test_the_jvm_keeps_an_rdd_job_until_it_ends_and_a_bounded_number_of_them(
+    spark: Any, lineage: Any, receiver: LineageReceiver
+) -> None:
+    """The job listener on made-up job events (jobs Spark holds no ``ActiveJob`` for, as for a job over before
+    the listener heard its start: they write nothing): each is kept until its end, which crosses into Python
+    only if the job failed, and is then reported as such a job always was, after its id; beyond RDD_JOBS_KEPT
+    kept (ends Spark never posted), all are forgotten."""
+    from spark_lineage.jvm.listener import RDD_JOBS_KEPT
+
+    jvm = spark.sparkContext._jvm
+    scheduler = jvm.org.apache.spark.scheduler
+    job_listener = lineage._runtime.bridge._job_listener
+    listener = job_listener._listener
+    no_stages = jvm.org.apache.spark.api.python.PythonUtils.toSeq(jvm.java.util.ArrayList())
+    succeeded = getattr(getattr(scheduler, "JobSucceeded$"), "MODULE$")
+    failed = scheduler.JobFailed(jvm.java.lang.IllegalStateException("made up"))
+    sink = lineage._runtime.job_sink
+    first = 1_000_000
+
+    def start(job_id: int) -> None:
+        listener.onJobStart(
+            scheduler.SparkListenerJobStart(job_id, 1_700_000_000_000, no_stages, jvm.java.util.Properties())
+        )
+
+    calls = sink.calls
+    start(first)
+    start(first + 1)
+    listener.onJobEnd(scheduler.SparkListenerJobEnd(first, 1_700_000_000_005, succeeded))
+    listener.onJobEnd(scheduler.SparkListenerJobEnd(first + 1, 1_700_000_000_006, failed))
+    assert sink.calls == calls + 1  # the failed job's end, alone
+    assert lineage.flush(60)
+    ((started, fail),) = list(_rdd_runs(receiver.events).values())
+    assert {started["job"]["name"], fail["job"]["name"]} == {f"lineage_tests.{first + 1}"}
+    assert fail["run"]["facets"]["errorMessage"]["message"] == "java.lang.IllegalStateException: made up"
+    assert [started["eventTime"], fail["eventTime"]] == [
+        "2023-11-14T22:13:20.000+00:00",
+        "2023-11-14T22:13:20.006+00:00",
+    ]
+
+    kept = job_listener.rdd_jobs_started
+    assert int(kept.size()) == 0
+    try:
+        for job_id in range(first, first + RDD_JOBS_KEPT + 1):
+            start(job_id)
+        assert int(kept.size()) == RDD_JOBS_KEPT + 1
+        start(first + RDD_JOBS_KEPT + 1)  # one too many: those kept are forgotten
+        assert int(kept.size()) == 1
+    finally:
+        kept.clear()
