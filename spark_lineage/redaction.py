@@ -47,6 +47,8 @@ _QUICK_LOWERCASE_LOOK = re.compile(
 )
 """What the default patterns can match, for lowercased text: Python's case-insensitive matching is ten times
 slower, and every spooled event is looked at."""
+_JSON_PUNCTUATION = frozenset('"{}[],: \t\r\n')
+"""What separates JSON values in a document's text."""
 MIN_KNOWN_SECRET_LENGTH = 6
 """Shorter values (``true``, ``1234``) are still redacted under their keys, but not searched for elsewhere:
 replacing them in every string would mangle ordinary text."""
@@ -194,6 +196,17 @@ class Redactor:
             or ("@" in text and (_URL_CREDENTIALS.search(text) or _ORACLE_CREDENTIALS.search(text)) is not None)
             or any(secret in text for secret in self._secrets)
             or any(f"{name}=" in text for name in self._url_params)
+        )
+
+    @property
+    def checks_piecewise(self) -> bool:
+        """Whether :meth:`needs_redaction` of a JSON text holds only if it holds for a piece of it that lies
+        within one JSON value: so a document written in pieces (:mod:`spark_lineage.delivery.encoding`) can be
+        looked at piece by piece. True of the built-in rules, which never match across the punctuation between
+        JSON values (``, {`` and the like); not of a pattern of the user's own, or of a known secret that holds
+        such punctuation."""
+        return self._own_pattern is None and not any(
+            character in secret for secret in self._secrets for character in _JSON_PUNCTUATION
         )
 
     def document(self, value: Any) -> Any:

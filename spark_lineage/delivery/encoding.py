@@ -7,6 +7,12 @@ object once, in a single walk that applies Serde's rules as it goes, and reuses 
 event of the same encoder that holds the same object. The JSON is then written by :func:`json.dumps`, with
 Serde's options, so the text is Serde's, byte for byte (``tests/unit/test_encoding.py`` holds it to that).
 
+An event's input and output datasets (most of its text: schemas, column lineage) are written once each: the
+rest of the event is written with a marker in each one's place, and the markers are replaced by the datasets'
+JSON. ``json.dumps`` writes a list item by item with fixed separators, so the text is the one it would write of
+the whole. A check run on each piece of text (:meth:`EventEncoder.encode_checked`: the redactor's quick look)
+runs once per dataset, too.
+
 Serde's rules, as it applies them: attrs objects become dicts of their fields (by attribute name, so
 ``_producer`` stays ``_producer``); tuples, lists and sets become lists; a ``None`` value is left out of a dict,
 and a ``None`` or empty-dict item out of a list; enums become their values, dates and times their ISO form and
@@ -19,7 +25,9 @@ from __future__ import annotations
 import datetime
 import enum
 import json
+import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attr
@@ -39,19 +47,68 @@ def _non_serializable(value: Any) -> str:
     return f"<<non-serializable: {type(value).__qualname__}>>"
 
 
+_MARKER = f"\x00spark-lineage-dataset-{uuid.uuid4().hex}-"
+"""What stands for a dataset in the text of the rest of its event, before its number (a string no event holds:
+a NUL, and a token of this process's)."""
+_MARKED = re.compile(re.escape(json.dumps(_MARKER)[:-1]) + r'(\d+)"')
+"""A marker as ``json.dumps`` writes it."""
+_DATASET_KEYS = ("inputs", "outputs")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=_non_serializable)
+
+
 class EventEncoder:
     """Encodes events, converting each attrs object it meets once (the objects stay referenced by the encoder,
     so their identities stay theirs). Use one encoder for events built together, then let it go."""
 
     def __init__(self) -> None:
         self._converted: dict[int, tuple[Any, Any]] = {}
+        self._written: dict[int, tuple[Any, str, list[bool]]] = {}
+        """Each dataset's converted dict (kept, so that its identity stays its own), its JSON, and what the
+        check said of it (once asked), by that identity."""
 
     def encode(self, event: Any) -> str:
         """``event`` as ``Serde.to_json(event)`` writes it: an attrs object or a dict (anything else raises
         ``TypeError``, as Serde does)."""
+        return self.encode_checked(event)[0]
+
+    def encode_checked(self, event: Any, check: Callable[[str], bool] | None = None) -> tuple[str, bool]:
+        """:meth:`encode`, and whether ``check`` holds for any piece of the text: the event's text without its
+        datasets, or one of its datasets' (each dataset is checked once per encoder). ``check`` must hold for a
+        text whenever it holds for a piece of it that lies within one JSON string."""
         if not (isinstance(event, dict) or attr.has(type(event))):
             raise TypeError(f"not an event: {type(event).__qualname__}")
-        return json.dumps(self.plain(event), sort_keys=True, default=_non_serializable)
+        document = self.plain(event)
+        datasets: list[Any] = []
+        if isinstance(document, dict) and any(document.get(key) for key in _DATASET_KEYS):
+            document = dict(document)  # the converted event stays as it is: it may be met again
+            for key in _DATASET_KEYS:
+                items = document.get(key)
+                if isinstance(items, list) and items:
+                    document[key] = [f"{_MARKER}{len(datasets) + index}" for index in range(len(items))]
+                    datasets.extend(items)
+        rest = _dumps(document)
+        flagged = check is not None and check(rest)
+        texts = [self._write(dataset) for dataset in datasets]
+        if check is not None and not flagged:
+            flagged = any(self._check(dataset, text, check) for dataset, text in zip(datasets, texts))
+        if not texts:
+            return rest, flagged
+        return _MARKED.sub(lambda found: texts[int(found.group(1))], rest), flagged
+
+    def _write(self, dataset: Any) -> str:
+        known = self._written.get(id(dataset))
+        if known is None:
+            known = self._written[id(dataset)] = (dataset, _dumps(dataset), [])
+        return known[1]
+
+    def _check(self, dataset: Any, text: str, check: Callable[[str], bool]) -> bool:
+        said = self._written[id(dataset)][2]
+        if not said:
+            said.append(check(text))
+        return said[0]
 
     def plain(self, value: Any) -> Any:
         """``value`` as Serde's ``to_dict`` makes it (for an attrs object: a dict of its non-null fields)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Union
 
 from openlineage.client.event_v2 import (
@@ -60,12 +61,17 @@ def to_payload(
 
     ``encoder``: the one the events built with this one are encoded with, so that the parts they share are
     converted once (see :mod:`~spark_lineage.delivery.encoding`)."""
+    producing = producer is not None and producer != PRODUCER
+    # The redactor's quick look, on each piece the encoder writes (each dataset once for a query's events).
+    piecewise = redactor is not None and redactor.checks_piecewise and not producing
     with costs.stage(Stage.JSON):
-        text = (encoder or EventEncoder()).encode(event)
-        if producer is not None and producer != PRODUCER:
+        text, flagged = (encoder or EventEncoder()).encode_checked(
+            event, partial(_looked_at, redactor) if piecewise and redactor is not None else None
+        )
+        if producing and producer is not None:
             text = json.dumps(_with_producer(json.loads(text), producer), sort_keys=True)
     with costs.stage(Stage.REDACTION):
-        if redactor is not None and redactor.needs_redaction(text):
+        if redactor is not None and (flagged if piecewise else redactor.needs_redaction(text)):
             text = json.dumps(redactor.document(json.loads(text)), sort_keys=True)
     job = getattr(event, "job", None)
     run = getattr(event, "run", None)
@@ -73,6 +79,11 @@ def to_payload(
     job_type = facet.get("jobType") if isinstance(facet, Mapping) else getattr(facet, "jobType", None)
     name = f"{job.namespace}/{job.name}" if job is not None else "/"
     return Payload(text, run.runId if run is not None else "", name, job_type == APPLICATION_JOB_TYPE)
+
+
+def _looked_at(redactor: Redactor, text: str) -> bool:
+    with costs.stage(Stage.REDACTION):
+        return redactor.needs_redaction(text)
 
 
 def _with_producer(document: Any, producer: str) -> Any:

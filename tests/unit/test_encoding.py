@@ -89,3 +89,50 @@ def test_what_is_no_event_is_refused_as_serde_refuses_it() -> None:
         Serde.to_json(object())
     with pytest.raises(TypeError, match="not an event: object"):
         EventEncoder().encode(object())
+
+
+def test_datasets_are_written_and_checked_once_per_encoder_and_spliced_in_where_they_stand() -> None:
+    """Each dataset's text is written once per encoder, and a check runs on it once; the events are Serde's."""
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+
+    inputs = [InputDataset(namespace="file", name=f"/in/{index}") for index in range(3)]
+    output = OutputDataset(namespace="file", name="/out")
+    events = [
+        RunEvent(
+            eventType=state,
+            eventTime="2026-12-01T00:00:00.000+00:00",
+            run=Run(runId="0195f5b6-0000-7000-8000-000000000001"),
+            job=Job(namespace="default", name="job"),
+            inputs=inputs if state != RunState.RUNNING else inputs[:1],
+            outputs=[output],
+            producer="p",
+        )
+        for state in (RunState.START, RunState.RUNNING, RunState.COMPLETE)
+    ]
+    looked_at: list[str] = []
+
+    def check(text: str) -> bool:
+        looked_at.append(text)
+        return "/in/2" in text
+
+    encoder = EventEncoder()
+    results = [encoder.encode_checked(event, check) for event in events]
+    assert [text for text, _ in results] == [Serde.to_json(event) for event in events]
+    assert [flagged for _, flagged in results] == [True, False, True]
+    datasets = [text for text in looked_at if text.startswith("{") and '"eventTime"' not in text]
+    # Three events' rests, and each of the four datasets once (the check stops at the first that holds).
+    assert len(looked_at) - len(datasets) == 3
+    assert sorted(datasets) == sorted({Serde.to_json(d) for d in [*inputs, output]})
+
+
+def test_dict_events_whose_datasets_come_and_go_keep_their_own_text() -> None:
+    """A dict event's datasets are converted anew each time: the encoder keeps them, so that no later dataset
+    takes the identity, and the text, of one that is gone."""
+
+    def event(index: int) -> dict[str, Any]:
+        return {"eventTime": "t", "inputs": [{"name": f"/in/{index}", "namespace": "file"}], "producer": "p"}
+
+    encoder = EventEncoder()
+    # Nothing of an event outlives its encoding here, so its memory is free for the next one's.
+    texts = [encoder.encode(event(index)) for index in range(200)]
+    assert texts == [Serde.to_json(event(index)) for index in range(200)]

@@ -121,6 +121,72 @@ def test_events_are_spooled_without_secrets() -> None:
     assert data["inputs"][0]["name"] == "db.t"
 
 
+@pytest.mark.parametrize(
+    "where",
+    ["input name", "input namespace", "output facet", "sql", "job name", "second event's input"],
+)
+def test_a_secret_in_any_piece_of_a_batchs_events_is_redacted(where: str) -> None:
+    """The encoder writes (and the redactor looks at) each dataset once per batch: a secret in a dataset of
+    any event of the batch, or in the rest of one, is found all the same."""
+    from openlineage.client.event_v2 import OutputDataset
+
+    from spark_lineage.delivery.encoding import EventEncoder
+
+    secret_url = "jdbc:mysql://etl:hunter22@db:3306/sales"
+    shared = InputDataset(namespace="postgres://db:5432", name="db.t")
+    planted = {
+        "input name": InputDataset(namespace="postgres://db:5432", name=secret_url),
+        "input namespace": InputDataset(namespace=secret_url, name="db.t"),
+        "second event's input": InputDataset(namespace=secret_url, name="db.u"),
+    }
+
+    def event(inputs: list[Any], job: str = "job", sql: str = "SELECT 1", output_note: str = "x") -> RunEvent:
+        output = OutputDataset(namespace="file", name="/out", facets={"note": {"_producer": "p", "text": output_note}})
+        return RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime="2026-12-01T00:00:00.000+00:00",
+            run=Run(runId="0195f5b6-0000-7000-8000-000000000001"),
+            job=Job(namespace="default", name=job, facets={"sql": sql_job.SQLJobFacet(query=sql)}),
+            inputs=inputs,
+            outputs=[output],
+            producer="https://example.com/producer",
+        )
+
+    first = event([shared, planted.get(where, shared)] if where in ("input name", "input namespace") else [shared])
+    second = event(
+        [shared, planted["second event's input"]] if where == "second event's input" else [shared],
+        job=secret_url if where == "job name" else "job",
+        sql=f"SELECT * FROM {secret_url}" if where == "sql" else "SELECT 1",
+        output_note=secret_url if where == "output facet" else "x",
+    )
+    redactor = Redactor()
+    assert redactor.checks_piecewise
+    encoder = EventEncoder()
+    payloads = [to_payload(e, redactor, encoder=encoder) for e in (first, second)]
+    assert all("hunter22" not in p.json for p in payloads)
+    in_first = where in ("input name", "input namespace")
+    assert ["hunter22" in to_payload(e).json for e in (first, second)] == [in_first, not in_first]
+    # Each event as it would be alone, through an encoder of its own.
+    assert [p.json for p in payloads] == [to_payload(e, redactor).json for e in (first, second)]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "secret", "piecewise"),
+    [
+        (None, "hunter22", True),
+        ("internal-[0-9]+", "hunter22", False),
+        (None, "hunt, {er22", False),
+        (None, 'hunter"22', False),
+    ],
+)
+def test_documents_are_looked_at_piece_by_piece_only_where_no_rule_can_match_across_pieces(
+    pattern: str | None, secret: str, piecewise: bool
+) -> None:
+    redactor = Redactor(pattern)
+    redactor.learn([secret])
+    assert redactor.checks_piecewise is piecewise
+
+
 def test_an_event_without_secrets_is_spooled_as_openlineage_python_writes_it() -> None:
     event = _event("SELECT * FROM db.t", "db.t")
     assert to_payload(event, Redactor()).json == to_payload(event).json
