@@ -30,7 +30,7 @@ from spark_lineage.jvm.sessions import (
 )
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader, read_session_conf
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
-from spark_lineage.jvm.values import JavaCallback, JvmClasses, JvmError, safe, unwrap_option
+from spark_lineage.jvm.values import JavaCallback, JvmClasses, JvmError, release, safe, unwrap_option
 from spark_lineage.plan import (
     CapturedQuery,
     ConnectClient,
@@ -288,11 +288,15 @@ class JvmBridge:
         """Read a finished query (see :meth:`spark_lineage.jvm.spark.QueryReader.capture`)."""
         self._alive()
         reader = self._reader(rules)
-        if pending.origin is None:
-            reader.use_session(lambda: self._jsession, self.session_key)
-        else:
-            reader.use_session(pending.query_execution.sparkSession, pending.origin.session_uuid)
-        return reader.capture(pending, rules)
+        try:
+            if pending.origin is None:
+                reader.use_session(lambda: self._jsession, self.session_key)
+            else:
+                reader.use_session(pending.query_execution.sparkSession, pending.origin.session_uuid)
+            return reader.capture(pending, rules)
+        finally:
+            release(pending.query_execution, pending.exception)
+            pending.query_execution = pending.exception = None
 
     def _reader(self, rules: CaptureRules | None = None) -> QueryReader:
         reader = self._readers.get(threading.get_ident())

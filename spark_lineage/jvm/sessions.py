@@ -31,7 +31,7 @@ from spark_lineage import costs
 from spark_lineage.costs import Stage
 from spark_lineage.jvm.listener import BusListener, ListenerProxyBuilder
 from spark_lineage.jvm.spark import PendingQuery
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses
+from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, release
 from spark_lineage.plan import ConnectClient, ConnectSessionEnded, ConnectSessionStarted, QueryOrigin
 
 log = logging.getLogger(__name__)
@@ -336,10 +336,14 @@ def read_session_event(
     if kind is SessionEventKind.QUERY:
         event, pending.event = pending.event, None
         tags = () if fields[7] == UNSET else tuple(tag for tag in fields[7].split(ITEM_SEP) if tag)
-        exception = event.executionFailure().get() if fields[6] == "true" else None
+        try:
+            exception = event.executionFailure().get() if fields[6] == "true" else None
+            query_execution = event.qe()
+        finally:
+            release(event)  # it holds the query's execution: the query keeps its own reference, released once read
         return PendingQuery(
             fields[3],
-            event.qe(),
+            query_execution,
             int(fields[2]),
             duration_ns=None if exception is not None else int(fields[4]),
             exception=exception,

@@ -132,6 +132,37 @@ def safe(read: Callable[[], Any]) -> Any:
         return None
 
 
+def release(*objects: Any) -> None:
+    """Let the JVM drop Python's references to ``objects`` now, a round trip each (``None``s are skipped), and
+    never later: py4j's finalizer thread would release them up to a second after Python lets go (it looks once a
+    second). Meanwhile a young collection moves what they hold to the old generation: a finished query's
+    ``QueryExecution`` holds its plans and its broadcast relations (tens of MB each, pinned in the block manager
+    until the broadcast is collected), which only a concurrent marking cycle then frees. The objects cannot be
+    used after this. Never raises."""
+    for value in objects:
+        target_id = getattr(value, "_target_id", None)
+        client = getattr(value, "_gateway_client", None)
+        if not isinstance(target_id, str) or client is None:
+            continue
+        try:
+            _release(client, target_id)
+        except Exception:  # noqa: BLE001 - py4j's finalizer releases it later, as it would have
+            continue
+
+
+def _release(client: Any, target_id: str) -> None:
+    from py4j.clientserver import JavaClient
+    from py4j.finalizer import ThreadSafeFinalizer
+    from py4j.protocol import smart_decode
+
+    # py4j's key for the object's finalizer: removed, so that no second release follows when Python collects it.
+    ThreadSafeFinalizer.remove_finalizer(smart_decode(client.address) + smart_decode(client.port) + target_id)
+    if isinstance(client, JavaClient):  # pinned threads: releases are queued for the finalizer thread by default
+        client.garbage_collect_object(target_id, False)
+    else:
+        client.garbage_collect_object(target_id)
+
+
 def answers_at_once(gateway: Any, classes: JvmClasses) -> bool:
     """Have the JVM send the answers to the calling thread's calls without waiting: Nagle's algorithm on the
     JVM's end of py4j's connection holds the end of an answer longer than a socket write (8 KiB) until the

@@ -369,3 +369,30 @@ def test_the_jvm_keeps_an_rdd_job_until_it_ends_and_a_bounded_number_of_them(
         assert int(kept.size()) == 1
     finally:
         kept.clear()
+
+
+def _bound_query_executions(spark: Any) -> list[str]:
+    """The query executions py4j's gateway holds for Python (its bindings), and the execution ends that hold
+    one, by class name."""
+    bindings = spark.sparkContext._gateway.java_gateway_server.getGateway().getBindings()
+    names = [str(value.getClass().getName()) for value in list(bindings.values()) if hasattr(value, "getClass")]
+    return [name for name in names if name.endswith(("QueryExecution", "IncrementalExecution", "ExecutionEnd"))]
+
+
+@pytest.mark.parametrize("session", ["enabled", "another session"])
+def test_a_read_querys_execution_is_let_go_at_once(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path, session: str
+) -> None:
+    """Once a query is read, py4j's gateway no longer holds its ``QueryExecution`` (with its plans and its
+    broadcast relations) for Python: released there and then, not when py4j's finalizer thread next looks (once
+    a second), by which time a young collection would have moved it all to the old generation."""
+    target = spark if session == "enabled" else spark.newSession()
+    paths = _inputs(target, data_dir, 2)
+    left, right = (target.read.schema(SCHEMA).parquet(str(path)) for path in paths)
+    assert lineage.flush(60)
+    assert _bound_query_executions(spark) == []
+    left.join(right.withColumnRenamed("bucket", "b"), "id").write.parquet(str(data_dir / f"released_{session[0]}"))
+    assert lineage.flush(60)
+    assert _bound_query_executions(spark) == []
+    (run,) = runs_by_job(receiver.events, f"released_{session[0]}")
+    assert run[-1]["eventType"] == "COMPLETE"
