@@ -312,6 +312,28 @@ class FailoverSpool:
             except Exception as error:  # noqa: BLE001 - the lease runs out by itself
                 self._failed(store, error, "written")
 
+    def renew(self, event_ids: Sequence[int], owner: str, until: float) -> set[int]:
+        """The events of ``event_ids`` ``owner`` still holds, now held until ``until`` (:meth:`Spool.renew`): on
+        a disk too full to write leases on, those it holds in memory. Where the lease cannot be renewed (the
+        store fails), the events are not said to be held: a sender does not send them."""
+        held: set[int] = set()
+        for index, raw_ids in _by_store(event_ids).items():
+            store = self._store(index)
+            if store is None or not store.readable or self._closed:
+                continue
+            if store.kind is StoreKind.DISK and not store.writable:  # its leases are kept here, in memory
+                with self._lock:
+                    for event_id in (_encode(raw, index) for raw in raw_ids):
+                        if self._held.get(event_id, ("", 0.0))[0] == owner:
+                            self._held[event_id] = (owner, until)
+                            held.add(event_id)
+                continue
+            try:
+                held.update(_encode(raw, index) for raw in store.spool.renew(raw_ids, owner, until))
+            except Exception as error:  # noqa: BLE001 - lineage's problem, not the job's
+                self._failed(store, error, "written")
+        return held
+
     def release_owned(self, owner: str, in_flight: InFlight | None = None) -> None:
         with self._lock:
             stores = list(enumerate(self._stores))

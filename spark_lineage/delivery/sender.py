@@ -18,10 +18,14 @@ that ran out makes the sender wait that much longer for the events after it too:
 timeout gets one second copy, not a copy of every event, nor a flood of them.
 
 Delivery is at least once: an event the backend stored but did not acknowledge (it answered after the
-timeout, or the process died before the answer) is sent again. What a batch delivered is forgotten in one
-transaction: when the batch ends, when a send fails, when the sender closes, or once the first of them waited
-:data:`ACKNOWLEDGE_SECONDS`; until then a delivered event stays leased to its lane, so only a process that died
-meanwhile leaves it to be sent again (by the next sender: at most a batch of copies, never a loss).
+timeout, or the process died before the answer) is sent again. Otherwise it is exactly once, between the lanes
+and processes sharing a spool, however long a batch takes: a lane begins a send only while its lease outlasts
+that send, renewing it when it would not (:meth:`Sender._begin_send`), and sends nothing another sender took over
+(only a lane stalled longer than its lease, a stopped process, can find that). What a batch delivered is
+forgotten in one transaction: when the batch ends, when a send fails, when the sender closes, or once the first
+of them waited :data:`ACKNOWLEDGE_SECONDS`; until then a delivered event stays leased to its lane (renewed with
+the rest), so only a process that died meanwhile leaves it to be sent again (by the next sender: at most a batch
+of copies, never a loss).
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ JOIN_SECONDS = 0.2
 """How long :meth:`Sender.close` waits for its lanes' threads, in all."""
 ACKNOWLEDGE_SECONDS = 1.0
 """The longest a delivered event waits to be forgotten with the rest of its batch (a slow backend's batch)."""
+LEASE_SLACK_SECONDS = 10.0
+"""What a lane's lease must still have left when a send has surely ended: time to forget the event, or renew the
+lease, after it (the spool may be busy with another process's transaction meanwhile)."""
 
 
 class Backoff:
@@ -118,6 +125,8 @@ class Lane:
     wake: threading.Event = field(default_factory=threading.Event)
     in_flight: InFlight | None = None
     """The event this lane is sending right now, and until when that send can go on."""
+    leased_until: float = 0.0
+    """``time.time()`` until which the lane's batch is surely leased to it (the spool may say a little later)."""
     delivered: list[int] = field(default_factory=list)
     """Events the backend took that are not forgotten yet (see :meth:`Sender._forget`)."""
     delivered_since: float = 0.0
@@ -192,9 +201,10 @@ class Sender:
 
     @property
     def lease_seconds(self) -> float:
-        """How long a leased event is ours: longer than one send can take."""
+        """How long a batch is leased for, and renewed for while a lane sends it (:meth:`_begin_send`): longer
+        than one send can take at the configured timeout."""
         if isinstance(self._base_timeout, (int, float)):
-            return float(self._base_timeout * 2**MAX_TIMEOUT_DOUBLINGS + 10)
+            return float(self._base_timeout * 2**MAX_TIMEOUT_DOUBLINGS + LEASE_SLACK_SECONDS)
         return 60.0
 
     def wake(self) -> None:
@@ -290,8 +300,10 @@ class Sender:
         came meanwhile left a :meth:`wake`); with several lanes, a batch is one run's events, and when other
         events wait, another lane is woken for them."""
         alone = len(self._lanes) == 1
+        seconds = self.lease_seconds
         with costs.stage(Stage.LEASE):
-            batch = self.spool.lease(self.destination, lane.owner, BATCH, self.lease_seconds, one_run=not alone)
+            lane.leased_until = time.time() + seconds  # before the spool's own clock reading: never later than it
+            batch = self.spool.lease(self.destination, lane.owner, BATCH, seconds, one_run=not alone)
             more = bool(batch) and not alone and self.spool.waiting(self.destination)
         if not batch:
             return False
@@ -302,13 +314,15 @@ class Sender:
         return more or not delivered or len(batch) >= BATCH
 
     def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> bool:
-        """Send a batch in order; whether all of it was delivered (not on a failed send, nor a stop)."""
+        """Send a batch in order; whether all of it was delivered (not on a failed send, a stop, nor a lease another
+        sender took over)."""
         try:
             for index, item in enumerate(batch):
-                if self._stopping.is_set():
+                doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
+                if not self._begin_send(lane, batch[index:], doublings):  # what is still the lane's goes back
                     self.spool.release([rest.id for rest in batch[index:]], lane.owner)
                     return False
-                error = self._send_one(lane, item)
+                error = self._send_one(lane, item, doublings)
                 if error is not None:  # kept in the spool, tried again after a pause
                     self._forget_delivered(lane)
                     self.spool.release([rest.id for rest in batch[index:]], lane.owner, attempted=[item.id])
@@ -321,16 +335,39 @@ class Sender:
         finally:
             self._forget_delivered(lane)
 
-    def _send_one(self, lane: Lane, item: SpooledEvent) -> Exception | None:
-        """Send one event: ``None`` once the backend took it (it is then the lane's, delivered, to be forgotten),
-        else why not."""
-        doublings = min(max(item.attempts, self._slow_backend_doublings), MAX_TIMEOUT_DOUBLINGS)
-        send_seconds = self.lease_seconds
+    def _begin_send(self, lane: Lane, rest: list[SpooledEvent], doublings: int) -> bool:
+        """Make the first of ``rest`` (what is left of the lane's batch) the lane's send in flight, with its timeout;
+        ``False`` when it must not be sent: the sender stops, or the lane's lease ran out and another sender took
+        some of ``rest`` (after a stall longer than the lease: a process stopped, a clock set forward).
+
+        A send begins only while the lane's lease outlasts it by :data:`LEASE_SLACK_SECONDS`, and by half the
+        lease at least: when less is left, the lane renews its lease on ``rest`` and on what it delivered and has
+        not forgotten yet, in one transaction. So however long a batch takes (a slow backend, a loaded machine),
+        no event of it is leased by another sender while this lane may still send it or has sent it without
+        forgetting it yet; a batch that goes at the usual pace never renews."""
+        send_seconds = None
         if isinstance(self._base_timeout, (int, float)):
             lane.transport.timeout = self._base_timeout * 2**doublings
             # The timeout bounds connecting and then waiting for the answer, each on its own.
             send_seconds = 2 * lane.transport.timeout + 1
-        lane.in_flight = InFlight(item.id, time.time() + send_seconds)
+        needed = max(self.lease_seconds / 2, (send_seconds or 0.0) + LEASE_SLACK_SECONDS)
+        now = time.time()
+        if lane.leased_until - now < needed:
+            until = now + max(self.lease_seconds, needed)
+            with lane.lock:
+                held = self.spool.renew([*(event.id for event in rest), *lane.delivered], lane.owner, until)
+            lane.leased_until = until
+            if not held.issuperset(event.id for event in rest):
+                return False
+        with lane.lock:  # close() gives back what is not in flight under this lock: after that, nothing goes out
+            if self._stopping.is_set():
+                return False
+            lane.in_flight = InFlight(rest[0].id, time.time() + (send_seconds or self.lease_seconds))
+        return True
+
+    def _send_one(self, lane: Lane, item: SpooledEvent, doublings: int) -> Exception | None:
+        """Send one event (:meth:`_begin_send` made it the lane's send in flight): ``None`` once the backend took
+        it (it is then the lane's, delivered, to be forgotten), else why not."""
         try:
             with costs.stage(Stage.SEND), logs.sending(self._errors, self.destination):
                 lane.emit(item.payload)

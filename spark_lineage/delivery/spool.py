@@ -4,9 +4,10 @@ replay cannot deliver.
 
 It is one sqlite database (Python's ``sqlite3``) in write-ahead-log mode, shared safely by every thread and
 process that opens it: senders lease the events they are about to send, so two senders never send the same
-event at once. A lease ends when its time runs out, or as soon as the process that holds it is found to have
-ended (on this host), so a replay right after a process died does not wait for it. Its size is bounded: when
-full, the oldest query-run events go first; application-run events, which say how a whole job ended, are kept.
+event at once. A lease ends when its time runs out (unless its holder renewed it first, :meth:`Spool.renew`), or
+as soon as the process that holds it is found to have ended (on this host), so a replay right after a process
+died does not wait for it. Its size is bounded: when full, the oldest query-run events go first; application-run
+events, which say how a whole job ended, are kept.
 
 What the disk can do to it is handled here too, so that a damaged or full disk is lineage's problem, not the
 job's:
@@ -598,6 +599,21 @@ class Spool:
             ).fetchone()
             db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
             self._add_bytes(db, -int(size))
+
+    @_reclaiming(reserve=True)
+    def renew(self, event_ids: Collection[int], owner: str, until: float) -> set[int]:
+        """Hold the events of ``event_ids`` that ``owner`` still holds until ``until`` (``time.time()``), and say
+        which those are. One whose lease ran out is still ``owner``'s if nobody leased it since (a lease rewrites
+        its holder); one another sender took meanwhile, gave back, or forgot is not, and stays as it is."""
+        if not event_ids:
+            return set()
+        ids = json.dumps(sorted(event_ids))
+        with self._transaction() as db:
+            db.execute(
+                f"UPDATE events SET leased_until = ? WHERE leased_by = ? AND id IN {_JSON_IDS}", (until, owner, ids)
+            )
+            held = db.execute(f"SELECT id FROM events WHERE leased_by = ? AND id IN {_JSON_IDS}", (owner, ids))
+            return {int(event_id) for (event_id,) in held}
 
     @_reclaiming(reserve=True)
     def release(self, event_ids: Sequence[int], owner: str, *, attempted: Sequence[int] = ()) -> None:

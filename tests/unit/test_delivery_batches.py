@@ -27,7 +27,7 @@ from spark_lineage.delivery import Delivery, FailoverSpool, prepare
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
-from spark_lineage.delivery.spool import Spool
+from spark_lineage.delivery.spool import Spool, SpooledEvent
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
@@ -277,6 +277,60 @@ def test_closing_forgets_what_the_lane_delivered_and_keeps_its_send_under_way_le
     finally:
         receiver.close()
     assert len(receiver.events) == 6 and set(copies.values()) == {1}
+    assert spool.pending().count == 0
+
+
+class _Watched(Spool):
+    """A spool that says when a lease was first asked of it (whatever it gave)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.asked = threading.Event()
+
+    def lease(self, *args: Any, **kwargs: Any) -> list[SpooledEvent]:
+        try:
+            return super().lease(*args, **kwargs)
+        finally:
+            self.asked.set()
+
+
+SHORT_LEASE_SECONDS = 0.5
+"""Shorter than a delivered event may wait to be forgotten (sender.ACKNOWLEDGE_SECONDS), and than a send."""
+
+
+def test_a_batch_that_outlasts_its_lease_is_not_sent_again_by_another_sender(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane's batch takes longer than its lease (here a lease of half a second; a slow backend or a loaded
+    machine does the same to a batch of 50 and a lease of 50 s): the backend holds the batch's fourth event
+    until the lease has surely run out, while the first three wait, delivered, to be forgotten. Another sender
+    on the same spool file (another process's, as a replay's) looks for work then, and finds none of it: the lane
+    renewed its lease before it began sending, so each event arrives once."""
+    monkeypatch.setattr(Sender, "lease_seconds", property(lambda self: SHORT_LEASE_SECONDS))
+    others: list[Sender] = []
+
+    def another_sender_looks_once_the_lease_ran_out() -> None:
+        ran_out = time.time() + SHORT_LEASE_SECONDS  # the batch was leased before this request came
+        while time.time() <= ran_out:
+            time.sleep(SHORT_LEASE_SECONDS / 4)
+        other_spool = _Watched(tmp_path)
+        others.append(Sender(other_spool, DESTINATION, _http(receiver.url), ErrorLog()))
+        other_spool.asked.wait(30)
+
+    fourth = threading.Event()
+    receiver = _pausing_at_the_fourth(another_sender_looks_once_the_lease_ran_out, fourth)
+    spool = Spool(tmp_path)
+    try:
+        spool.put_all(DESTINATION, _payloads(_query(1)))
+        sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog())
+        assert fourth.wait(30)
+        assert sender.close(30)
+        assert [other.close(30) for other in others] == [True]
+        copies = receiver.copies()
+    finally:
+        receiver.close()
+    assert len(copies) == 6 and set(copies.values()) == {1}
+    assert [event["eventType"] for event in receiver.events] == ["START", *["RUNNING"] * 4, "COMPLETE"]
     assert spool.pending().count == 0
 
 

@@ -89,6 +89,21 @@ def test_a_run_is_sent_in_order_even_across_senders(tmp_path: Path) -> None:
     assert [json.loads(e.payload)["eventType"] for e in spool.lease("http test", "b", 10, 60)] == ["COMPLETE"]
 
 
+def test_a_holder_renews_its_lease_only_on_what_nobody_took_from_it(tmp_path: Path) -> None:
+    """What a sender renews before a send its lease would not outlast: an event whose lease ran out is still its
+    holder's until another sender leases it; one that was taken, or forgotten, is not renewed, nor said held."""
+    spool = Spool(tmp_path)
+    for run in range(4):
+        _put(spool, _event(run))
+    mine = [e.id for e in spool.lease("http test", "a", 4, -1)]  # a lease that has run out already
+    assert [e.id for e in spool.lease("http test", "b", 1, 60)] == mine[:1], "another sender took the first"
+    spool.acknowledge(mine[1])
+    assert spool.renew(mine, "a", time.time() + 60) == set(mine[2:])
+    assert spool.lease("http test", "c", 10, 60) == [], "b's, and a's again"
+    assert spool.renew(mine, "b", time.time() + 60) == set(mine[:1])
+    assert spool.renew([], "a", time.time() + 60) == set()
+
+
 LEASE_HOLDER = textwrap.dedent(
     """
     import sys

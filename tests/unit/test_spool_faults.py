@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import attr
@@ -314,6 +315,27 @@ class _BrokenRedactor(Redactor):
 
     def needs_redaction(self, text: str) -> bool:
         raise RuntimeError("redaction broke")
+
+
+def test_a_lease_is_renewed_where_it_is_kept_on_disk_or_in_memory_for_a_disk_too_full_for_leases(
+    tmp_path: Path,
+) -> None:
+    """A sender renews what it holds through the process's spool, with the ids it was given: on the disk while the
+    disk takes writes, in memory once it is too full to write leases on; what another holder has is not renewed."""
+    spool = FailoverSpool(tmp_path)
+    spool.put_all("http test", [to_payload(_padded(run)) for run in range(4)])
+    on_disk = [event.id for event in spool.lease("http test", "a", 2, 60)]
+    assert spool.renew(on_disk, "a", time.time() + 60) == set(on_disk)
+    assert spool.renew(on_disk, "b", time.time() + 60) == set()
+    (disk,) = spool._stores
+    spool._failed(disk, sqlite3.OperationalError("database or disk is full"), "written")  # as a write says it
+    in_memory = [event.id for event in spool.lease("http test", "a", 4, 60)]
+    assert len(in_memory) == 2 and not set(in_memory) & set(on_disk)
+    assert spool.renew([*on_disk, *in_memory], "b", time.time() + 60) == set()
+    assert spool.renew([*on_disk, *in_memory], "a", time.time() + 60) == set(in_memory), (
+        "the disk's own leases can no longer be written"
+    )
+    spool.close()
 
 
 def test_an_event_that_cannot_be_spooled_is_counted_lost_by_its_job(caplog: pytest.LogCaptureFixture) -> None:
