@@ -21,6 +21,11 @@ and this library's console and Kafka transports (``emit_json``). Transports that
 rebuilt: composite and transform transports (their children, transformers and filters take the object), the
 file transport's debug mode (file names from the event), and transports of other kinds or classes (async HTTP,
 a user's own, a subclass of these).
+
+``requests`` reads the environment for every request it sends (proxies and the hosts that bypass them, the CA
+bundle): two passes over every environment variable, a third of a spooled HTTP send's CPU. A sender's session
+reads it once per :data:`ENVIRONMENT_SECONDS` instead (:class:`EnvironmentOnce`): a proxy set or changed in the
+environment while the process runs is used from then on, within that time.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import http.client
 import io
 import os
 import re
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urljoin
@@ -50,6 +56,8 @@ if TYPE_CHECKING:
 
     from spark_lineage.config import LineageConfig
 
+ENVIRONMENT_SECONDS = 60.0
+"""How long a sender's HTTP session uses what it read of the environment for a request (:class:`EnvironmentOnce`)."""
 NO_RETRIES = {"total": 0, "connect": 0, "read": 0, "redirect": 0, "status": 0}
 _SECRET = re.compile(r"(?i)secret|password|passwd|token|key|credential|auth|sasl|header|cookie")
 
@@ -343,6 +351,46 @@ def spooled_emitter(transport: Any) -> SpooledEmit:
     return lambda text: transport.emit(from_payload(text))
 
 
+class EnvironmentOnce:
+    """A ``requests`` session's ``merge_environment_settings`` (the proxies, CA bundle and certificate a request
+    gets from the environment, as the session's ``trust_env`` wants) read once per :data:`ENVIRONMENT_SECONDS`
+    for each kind of request, not for each request. What it answers is a copy: ``requests`` may change it."""
+
+    __slots__ = ("_merge", "_read")
+
+    _KEPT = 16
+    """Kinds of request remembered at most (a sender makes one: its url, with its settings)."""
+
+    def __init__(self, merge: Callable[..., dict[str, Any]]) -> None:
+        self._merge = merge
+        self._read: dict[Hashable, tuple[float, dict[str, Any]]] = {}
+
+    @classmethod
+    def install(cls, session: Any) -> None:
+        """Make ``session`` read the environment this way (once: a session that does already is left as is)."""
+        if not isinstance(session.__dict__.get("merge_environment_settings"), cls):
+            session.merge_environment_settings = cls(session.merge_environment_settings)
+
+    def __call__(self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any) -> dict[str, Any]:
+        key = (
+            url,
+            tuple(sorted((proxies or {}).items())),
+            stream,
+            verify,
+            tuple(cert) if isinstance(cert, list) else cert,
+        )
+        now = time.monotonic()
+        read = self._read.get(key)
+        if read is None or now - read[0] >= ENVIRONMENT_SECONDS:
+            if len(self._read) >= self._KEPT:
+                self._read.clear()
+            read = self._read[key] = (now, self._merge(url, proxies, stream, verify, cert))
+        settings = dict(read[1])
+        if isinstance(settings.get("proxies"), Mapping):
+            settings["proxies"] = dict(settings["proxies"])
+        return settings
+
+
 def _emit_http(transport: HttpTransport, text: str) -> object:
     """``transport.emit`` with ``text`` as the event's JSON: the same request through openlineage-python's own
     ``_prepare_request`` (gzip, the auth header, custom headers) and session (its adapter, retries left to the
@@ -363,7 +411,9 @@ def _emit_http(transport: HttpTransport, text: str) -> object:
         if cert is not None:
             request["cert"] = cert
             request["allow_redirects"] = False
-        response = transport.session.post(**request)
+        session = transport.session
+        EnvironmentOnce.install(session)
+        response = session.post(**request)
         response.close()
         if cert is not None and response.is_redirect:
             raise RuntimeError(

@@ -21,6 +21,7 @@ from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 from openlineage.client.transport.transport import Config, Transport
 
+from spark_lineage.delivery import transports
 from spark_lineage.delivery.console import PrintingConsoleTransport, summary_line
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.sender import Sender
@@ -173,6 +174,32 @@ def test_the_spooled_request_is_the_request_openlineage_pythons_emit_makes(
     assert {k: v for k, v in spooled.items() if k != "data"} == {k: v for k, v in emitted.items() if k != "data"}
     assert outcomes[0] == outcomes[1]
     assert (outcomes[1] is not None) == (status >= 400 or (location is not None and "cert" in emitted))
+
+
+def test_a_proxy_set_in_the_environment_is_read_once_per_environment_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """requests reads the proxy from the environment for each request; the spooled sends of a session read it
+    once per ENVIRONMENT_SECONDS: a proxy changed meanwhile is used once that time has passed, not before. Each
+    proxy is a real HTTP server on loopback, which receives the request for the backend's url."""
+    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    first, second = LineageReceiver(), LineageReceiver()
+    try:
+        monkeypatch.setenv("http_proxy", first.url)
+        send = spooled_emitter(_http("http://lineage.invalid"))
+        text = to_payload(_event(1)).json
+        send(text)
+        monkeypatch.setenv("http_proxy", second.url)
+        send(text)
+        monkeypatch.setattr(transports, "ENVIRONMENT_SECONDS", 0.0)
+        send(text)
+        assert first.paths == ["http://lineage.invalid/api/v1/lineage"] * 2
+        assert second.paths == ["http://lineage.invalid/api/v1/lineage"]
+        assert [event["run"]["runId"] for event in [*first.events, *second.events]] == [
+            json.loads(text)["run"]["runId"]
+        ] * 3
+    finally:
+        first.close()
+        second.close()
 
 
 # --- file, console -------------------------------------------------------------------------------------------
