@@ -134,6 +134,7 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         opens them, when a prober missed (the tree reader's too: one thread reads at a time)."""
         self._headers: dict[tuple[str, ...], Any] = {}
         self._bodies: dict[BodyOptions, Any] = {}
+        self._session_conf: Any = None
 
     # --- the two calls ---------------------------------------------------------------------------------
 
@@ -149,6 +150,23 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         if function is None:
             function = self._bodies[options] = self._answer(self._body_steps(options))
         return self._fields(function.apply(query_execution, exception), len(BodyField))
+
+    def session_conf(self, session: Any) -> str:
+        """Every conf ``session`` sees (its SQLConf's ``getAllConfs``: every SparkConf entry and the runtime
+        ``spark.conf.set`` values), joined with ``mkString(ITEM_SEP)``: in one call, where asking py4j step by step
+        takes four. A Spark Connect query's identity reads its session's this way."""
+        if self._session_conf is None:
+            read = self._after(
+                self._after(
+                    self._after(self._dynamic("sessionState"), self._dynamic("conf")), self._dynamic("getAllConfs")
+                ),
+                self._dynamic("mkString", ITEM_SEP),
+            ).asType(self._method_type(self.OBJ, self.OBJ))
+            function = self._classes.java_class("java.util.function.Function")
+            self._session_conf = self._classes("java.lang.invoke.MethodHandleProxies").asInterfaceInstance(
+                function, read
+            )
+        return str(self._session_conf.apply(session))
 
     def _fields(self, first: Any, count: int) -> list[Field]:
         text = str(first)

@@ -130,6 +130,11 @@ class QueryReader:
 
     def session_conf(self) -> dict[str, str]:
         """Every conf the session the last query was read through sees: SparkConf entries and runtime settings."""
+        if self._functions is not None:
+            try:
+                return parse_map(self._functions.session_conf(self._jsession))
+            except Exception:  # read the Python way, which reports what went wrong
+                log.debug("spark_lineage: a session's confs could not be read in one call", exc_info=True)
         return read_session_conf(self._jsession)
 
     def capture(self, pending: PendingQuery, rules: CaptureRules) -> CapturedQuery | None:

@@ -14,6 +14,8 @@ import pytest
 from spark_lineage import costs
 from spark_lineage.costs import Stage, StageCost
 from spark_lineage.jvm import round_trips
+from spark_lineage.jvm.spark import QueryReader, read_session_conf
+from spark_lineage.jvm.values import JvmClasses
 from tests.integration.test_rdd import _rdd_runs
 from tests.support import LineageReceiver, datasets, runs_by_job
 
@@ -396,3 +398,25 @@ def test_a_read_querys_execution_is_let_go_at_once(
     assert _bound_query_executions(spark) == []
     (run,) = runs_by_job(receiver.events, f"released_{session[0]}")
     assert run[-1]["eventType"] == "COMPLETE"
+
+
+def test_a_sessions_confs_are_read_in_one_round_trip(spark: Any) -> None:
+    """What a Spark Connect query's identity reads of its session, every conf it sees (the client's
+    ``spark.conf.set`` values among them): one round trip, the same map as asking py4j step by step (four)."""
+    other = spark.newSession()
+    other.conf.set("spark.openlineage.appName", "read in one call")
+    gateway = spark.sparkContext._gateway
+    reader = QueryReader(other._jsparkSession, gateway, JvmClasses(gateway.jvm), lambda _: {})
+    reader.session_conf()  # composes the function
+    spent = []
+    with round_trips.counting():
+        for read in (reader.session_conf, lambda: read_session_conf(other._jsparkSession)):
+            before = costs.snapshot()
+            with costs.stage(Stage.CAPTURE):
+                conf = read()
+            spent.append((conf, costs.since(before)[Stage.CAPTURE].round_trips))
+    (in_one_call, one), (step_by_step, four) = spent
+    assert (one, four) == (1, 4)
+    assert in_one_call == step_by_step
+    assert in_one_call["spark.openlineage.appName"] == "read in one call"
+    assert "spark.openlineage.appName" not in read_session_conf(spark._jsparkSession)
