@@ -18,6 +18,8 @@ HTTP to a loopback backend. Beside the wall time, per server process:
 - CPU time of the server, from "go" until the clients have ended their sessions and, with lineage on, every
   event is delivered (``handle.flush``): the Python driver (``getrusage``; its lineage threads apart, by thread
   CPU clock) and the JVM (``/proc/<pid>/stat``);
+- lineage's Python CPU by stage, with the JVM round trips each makes (:mod:`spark_lineage.costs`, as
+  ``cpu_per_query.py`` prints it), until every event is delivered;
 - the drain: how long after the last write lineage took to have every event delivered;
 - from each measured query's end (its COMPLETE's ``eventTime``: Spark's ``SQLExecutionEnd`` time) to the moment
   its COMPLETE was stored in the spool (``Spool.put_all`` returned), p50 and p95, and how many of them carry column
@@ -54,6 +56,7 @@ from typing import Any
 
 from _sidebyside import alternate, child_arguments, report, run_as_child
 from _spark import local_session
+from _stages import measuring_stages, print_stage_table
 
 from tests.jars import CONNECT_PLUGIN
 
@@ -303,29 +306,31 @@ def run_server(mode: str, url: str, workdir: Path, args: argparse.Namespace, pro
     clock.stored.clear()
     profiled_items = analysis_profile.items
     analysis_profile.profile = cProfile.Profile()
-    python_started, jvm_started, threads_started = _python_cpu(), _jvm_cpu(jvm_pid), _lineage_thread_cpu()
-    jvm_threads_started = _jvm_thread_cpu(jvm_pid)
-    go = time.time()
-    for process in processes:
-        assert process.stdin is not None
-        process.stdin.write("go\n")
-        process.stdin.flush()
-    done = {index: json.loads(line) for index, line in _await_lines(lines, args.clients, "done", logs).items()}
-    last_write = max(result["done"] for result in done.values())
-    for process in processes:
-        process.wait(120)
-    drained = True
-    if handle is not None:
-        drained = handle.flush(300)
-    settled = time.time()
-    python_cpu, jvm_cpu = _python_cpu() - python_started, _jvm_cpu(jvm_pid) - jvm_started
-    threads = {kind: cpu - threads_started.get(kind, 0.0) for kind, cpu in _lineage_thread_cpu().items()}
-    jvm_threads = {name: cpu - jvm_threads_started.get(name, 0.0) for name, cpu in _jvm_thread_cpu(jvm_pid).items()}
+    result: dict[str, Any] = {}
+    with measuring_stages(result):  # the stages' CPU and round trips, until every event is delivered
+        python_started, jvm_started, threads_started = _python_cpu(), _jvm_cpu(jvm_pid), _lineage_thread_cpu()
+        jvm_threads_started = _jvm_thread_cpu(jvm_pid)
+        go = time.time()
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        done = {index: json.loads(line) for index, line in _await_lines(lines, args.clients, "done", logs).items()}
+        last_write = max(answer["done"] for answer in done.values())
+        for process in processes:
+            process.wait(120)
+        drained = True
+        if handle is not None:
+            drained = handle.flush(300)
+        settled = time.time()
+        python_cpu, jvm_cpu = _python_cpu() - python_started, _jvm_cpu(jvm_pid) - jvm_started
+        threads = {kind: cpu - threads_started.get(kind, 0.0) for kind, cpu in _lineage_thread_cpu().items()}
+        jvm_threads = {name: cpu - jvm_threads_started.get(name, 0.0) for name, cpu in _jvm_thread_cpu(jvm_pid).items()}
     completes = clock.measured_completes()
     if handle is not None:
         handle.disable()
     spark.stop()
-    result = {
+    result |= {
         "seconds": last_write - go,
         "drain": settled - last_write,
         "drained": drained,
@@ -335,7 +340,7 @@ def run_server(mode: str, url: str, workdir: Path, args: argparse.Namespace, pro
         "lineage_threads_cpu": threads,
         "latencies": [latency for latency, _ in completes],
         "with_columns": sum(1 for _, columns in completes if columns),
-        "write_seconds": [seconds for result in done.values() for seconds in result["writes"]],
+        "write_seconds": [seconds for answer in done.values() for seconds in answer["writes"]],
     }
     if profile:
         result["profile"] = _profile_text(analysis_profile, analysis_profile.items - profiled_items, len(completes))
@@ -504,6 +509,8 @@ def main() -> None:
     )
     report(times, queries, "query", target=TARGET_RATIO)
     _report_cpu(details, queries)
+    print("\nlineage's Python CPU by stage, medians of the servers with lineage on (the sender's over HTTP):")
+    print_stage_table(details["on"], queries, "query")
     if args.threads:
         _report_jvm_threads(details, queries)
     _report_latency(details, queries * args.rounds)

@@ -43,6 +43,7 @@ from typing import Any
 
 from _sidebyside import alternate, child_arguments, run_as_child
 from _spark import local_session
+from _stages import measuring_stages, print_stage_table
 from per_query import build_query, deep_plan_session
 
 from spark_lineage import costs
@@ -170,8 +171,8 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
     plan = spark.read.parquet(inputs[0]).join(spark.read.parquet(inputs[1]), "k").distinct()
     plan_nodes = len(str(plan._jdf.queryExecution().optimizedPlan().treeString()).splitlines())
     collections.counting = True
-    with round_trips.counting():
-        stages = costs.snapshot()
+    result: dict[str, Any] = {}
+    with measuring_stages(result):
         jvm_before, threads_before = _jvm_threads(spark)
         vm_before = _vm_times(spark)
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -184,19 +185,17 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
         spark.stop()
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
-        spent = costs.since(stages)
     collections.counting = False
     jvm_after, _ = _jvm_threads(spark)
     groups = _by_group(threads_before, threads_after, answering)
     groups["no Java thread (GC, JIT), and stop()"] = (jvm_after - jvm_before) - sum(groups.values())
-    return {
+    return result | {
         "seconds": seconds,
         "python_cpu_s": (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime),
         "jvm_cpu_ns": jvm_after - jvm_before,
         "jvm_groups_ns": groups,
         "vm_ms": {key: vm_after[key] - vm_before[key] for key in vm_after},
         "plan_nodes": plan_nodes,
-        "stages": {s.name: [c.cpu_ns, c.calls, c.round_trips] for s, c in spent.items()},
         "gc_cpu_ns": collections.cpu_ns,
         "gc_runs": collections.runs,
         "enable_cpu_ns": enable_ns,
@@ -266,20 +265,11 @@ def main() -> None:
         f"{args.transport} transport"
     )
     print(f"   medians of {args.rounds} jobs per side, per query\n")
-    print(f"   {'stage':<34} {'CPU ms':>8} {'calls':>7} {'round trips':>12}")
-    stage_ms = {}
-    for stage in Stage:
-        cpu = per_query_ms(on, lambda run, s=stage: run["stages"][s.name][0] / 1e9)
-        calls = statistics.median(run["stages"][stage.name][1] for run in on) / n
-        trips = statistics.median(run["stages"][stage.name][2] for run in on) / n
-        stage_ms[stage] = cpu
-        if cpu or calls:
-            print(f"   {stage.value:<34} {cpu:>8.3f} {calls:>7.1f} {trips:>12.1f}")
+    stage_ms = print_stage_table(on, n, "query", indent="   ")
     staged = sum(stage_ms.values())
     python_on = per_query_ms(on, lambda run: run["python_cpu_s"])
     python_off = per_query_ms(off, lambda run: run["python_cpu_s"])
     added = python_on - python_off
-    print(f"   {'sum of the stages':<34} {staged:>8.3f}")
     print(f"   {'outside any stage (py4j, GC, …)':<34} {added - staged:>8.3f}")
     print()
     print(f"   driver Python CPU: on {python_on:.2f} ms, off {python_off:.2f} ms per query")
