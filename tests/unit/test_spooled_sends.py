@@ -194,6 +194,7 @@ def test_a_proxy_set_in_the_environment_is_read_once_per_environment_seconds(mon
         send(text)
         assert first.paths == ["http://lineage.invalid/api/v1/lineage"] * 2
         assert second.paths == ["http://lineage.invalid/api/v1/lineage"]
+        assert first.invalid == second.invalid == [], "each event valid against the OpenLineage schemas"
         assert [event["run"]["runId"] for event in [*first.events, *second.events]] == [
             json.loads(text)["run"]["runId"]
         ] * 3
