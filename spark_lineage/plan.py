@@ -169,6 +169,9 @@ class CatalystNode:
     index: int | None = field(default=None, repr=False)
     """The node's position among the plan nodes of the read that produced it (to ask the JVM about it)."""
     identity: str | None = field(default=None, repr=False)
+    _sub_nodes: tuple[Mapping[str, TreeValue], tuple[CatalystNode, ...]] | None = field(
+        default=None, init=False, repr=False
+    )
 
     @property
     def simple_name(self) -> str:
@@ -189,10 +192,14 @@ class CatalystNode:
         return value if isinstance(value, CatalystNode) else None
 
     def sub_nodes(self) -> list[CatalystNode]:
-        """The nodes directly held by this node's fields (children included, nested ones not)."""
-        found: list[CatalystNode] = []
-        _collect_nodes(self.fields.values(), found)
-        return found
+        """The nodes directly held by this node's fields (children included, nested ones not). Found once per
+        ``fields`` mapping (every walk of a plan asks each node, dozens of times per query)."""
+        known = self._sub_nodes
+        if known is None or known[0] is not self.fields:
+            found: list[CatalystNode] = []
+            _collect_nodes(self.fields.values(), found)
+            known = self._sub_nodes = (self.fields, tuple(found))
+        return list(known[1])
 
     def walk(self) -> Iterator[CatalystNode]:
         """This node and every node below it (through fields, so expressions and nested plans too), in

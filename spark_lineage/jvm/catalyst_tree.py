@@ -223,25 +223,72 @@ class _Decoder(TextReader):
         """The plan nodes decoded, by index."""
 
     def decode(self) -> TreeValue:
+        # One loop over the tokens, with the text's position in a local: a call per token (the reader's
+        # ``_take`` and ``_until``) was most of a query's decoding time.
+        text, pos, length = self.text, self.position, len(self.text)
+        find, expand = text.find, expand_class_name
         stack: list[_Open] = []
+        end = ""  # what closes the innermost node or collection open
+        values: list[TreeValue] | None = None  # its values so far
+        value: TreeValue
         while True:
-            if stack and self._peek() == stack[-1].end:
-                self.position += 1
+            if pos >= length:
+                raise DecodeError(f"{self.what} ends early")
+            tag = text[pos]
+            pos += 1
+            if tag == end:
+                self.position = pos
                 value = self._close(stack.pop())
+                pos = self.position
+                end, values = (stack[-1].end, stack[-1].values) if stack else ("", None)
+            elif tag == "s":
+                colon = find(":", pos)
+                if colon < 0:
+                    raise _missing(":", pos)
+                first = colon + 1
+                pos = first + int(text[pos:colon])
+                if pos > length:
+                    raise DecodeError(f"{self.what} ends early")
+                value = text[first:pos]
+            elif tag in "veEoz":
+                semicolon = find(";", pos)
+                if semicolon < 0:
+                    raise _missing(";", pos)
+                token = text[pos:semicolon]
+                pos = semicolon + 1
+                if tag == "v":
+                    value = read_scalar(token)
+                elif tag == "e":
+                    value = int(token)
+                elif tag == "E":
+                    value = token
+                elif tag == "o":
+                    value = Opaque(expand(token))
+                else:  # z<cls>;<n>;
+                    semicolon = find(";", pos)
+                    if semicolon < 0:
+                        raise _missing(";", pos)
+                    value = Opaque(expand(token), int(text[pos:semicolon]))
+                    pos = semicolon + 1
+            elif tag == "N":
+                value = None
+            elif tag == "x":
+                value = SKIPPED_EXPRESSION
             else:
-                opened = self._open()
-                if isinstance(opened, _Open):
-                    stack.append(opened)
-                    continue
-                value = opened
-            if not stack:
-                if self.position != len(self.text):
-                    raise DecodeError(f"unexpected text at {self.position} of {len(self.text)}")
+                self.position = pos
+                opened = self._open(tag)
+                pos = self.position
+                stack.append(opened)
+                end, values = opened.end, opened.values
+                continue
+            if values is None:
+                if pos != length:
+                    raise DecodeError(f"unexpected text at {pos} of {length}")
                 return value
-            stack[-1].values.append(value)
+            values.append(value)
 
-    def _open(self) -> TreeValue | _Open:
-        tag = self._take(1)
+    def _open(self, tag: str) -> _Open:
+        """A node or collection whose ``tag`` was just read."""
         if tag == "{":
             class_name = expand_class_name(self._until(";"))
             identity = self._until(";")
@@ -266,23 +313,6 @@ class _Decoder(TextReader):
             return _Open("]")
         if tag == "<":
             return _Open(">", kind="tuple")
-        if tag == "N":
-            return None
-        if tag == "x":
-            return SKIPPED_EXPRESSION
-        if tag == "s":
-            return self._take(int(self._until(":")))
-        if tag == "v":
-            return read_scalar(self._until(";"))
-        if tag == "e":
-            return int(self._until(";"))
-        if tag == "E":
-            return self._until(";")
-        if tag == "o":
-            return Opaque(expand_class_name(self._until(";")))
-        if tag == "z":
-            class_name = expand_class_name(self._until(";"))
-            return Opaque(class_name, int(self._until(";")))
         raise DecodeError(f"unknown tag {tag!r} at {self.position - 1}")
 
     def _close(self, opened: _Open) -> TreeValue:
@@ -309,6 +339,10 @@ class _Decoder(TextReader):
         except KeyError:
             raise DecodeError(f"a child of {opened.class_name} is not among its fields") from None
         return node
+
+
+def _missing(stop: str, position: int) -> DecodeError:
+    return DecodeError(f"missing {stop!r} after {position}")
 
 
 def _plan_nodes_in(values: Sequence[TreeValue]) -> list[CatalystNode]:
