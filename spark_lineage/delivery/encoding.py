@@ -113,7 +113,7 @@ class EventEncoder:
     def plain(self, value: Any) -> Any:
         """``value`` as Serde's ``to_dict`` makes it (for an attrs object: a dict of its non-null fields)."""
         cls = type(value)
-        if cls is str or cls is int or cls is float or cls is bool or value is None:
+        if cls in _AS_IS or value is None:
             return value
         if attr.has(cls):
             key = id(value)
@@ -122,28 +122,34 @@ class EventEncoder:
                 return known[1]
             converted = {}
             for name in _fields(cls):
-                item = self.plain(getattr(value, name))
+                field_value = getattr(value, name)
+                # Most fields are text or numbers: written as they are, without a call each.
+                item = field_value if type(field_value) in _AS_IS else self.plain(field_value)
                 if item is not None:
                     converted[name] = item
             self._converted[key] = (value, converted)
             return converted
         if isinstance(value, dict):
             converted = {}
-            for key, item in value.items():
-                plain = self.plain(item)
-                if plain is not None:
-                    converted[key] = plain
+            for key, entry in value.items():
+                item = entry if type(entry) in _AS_IS else self.plain(entry)
+                if item is not None:
+                    converted[key] = item
             return converted
         if isinstance(value, (list, tuple, set, frozenset)):
             items = []
-            for item in value:
-                if item is None:
+            for entry in value:
+                if entry is None:
                     continue
-                plain = self.plain(item)
-                if plain is not None and not (isinstance(plain, dict) and not plain):
-                    items.append(plain)
+                item = entry if type(entry) in _AS_IS else self.plain(entry)
+                if item is not None and not (isinstance(item, dict) and not item):
+                    items.append(item)
             return items
         return _scalar(value)
+
+
+_AS_IS = frozenset({str, int, float, bool})
+"""The types Serde writes as they are (exactly these: an enum that is also a ``str`` is written as its value)."""
 
 
 def _serde_writes(value: Any) -> bool:
