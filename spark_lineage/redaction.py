@@ -42,11 +42,25 @@ OWN_SECRET_KEYS = (
 )
 """Secret keys beyond Spark's: the transport's api key, headers (``spark.openlineage.transport.headers.*``) and
 url parameters (``spark.openlineage.transport.urlParams.*``), and credential settings."""
-_QUICK_LOWERCASE_LOOK = re.compile(
-    r"secret|password|token|access[.]?key|api[._-]?key|authorization|credential|headers\.|url_?params\."
+_QUICK_LOWERCASE_NEEDLES = (
+    "secret",
+    "password",
+    "token",
+    "authorization",
+    "credential",
+    "headers.",
+    "urlparams.",
+    "url_params.",
+    "accesskey",
+    "access.key",
+    "apikey",
+    "api.key",
+    "api_key",
+    "api-key",
 )
-"""What the default patterns can match, for lowercased text: Python's case-insensitive matching is ten times
-slower, and every spooled event is looked at."""
+"""What the default patterns can match, for lowercased text, spelled out: every spooled event is looked at, and
+looking for each of these strings takes a third of the time of one regular expression of them all (Python's
+case-insensitive matching is slower still)."""
 _JSON_PUNCTUATION = frozenset('"{}[],: \t\r\n')
 """What separates JSON values in a document's text."""
 MIN_KNOWN_SECRET_LENGTH = 6
@@ -90,6 +104,8 @@ class Redactor:
         self._lock = threading.Lock()
         self._secrets: frozenset[str] = frozenset()
         self._url_params: frozenset[str] = frozenset()
+        self._url_param_assignments: tuple[str, ...] = ()
+        self._piecewise: tuple[frozenset[str], bool] | None = None
         self._url_params_pattern: re.Pattern[str] | None = None
         self.learn(secrets)
 
@@ -122,6 +138,7 @@ class Redactor:
                 alternatives = "|".join(re.escape(name) for name in reversed(spelled))
                 self._url_params_pattern = re.compile(rf"(?<=[?&])(?P<name>{alternatives})=[^&#\s'\"]+")
                 self._url_params = frozenset(names)
+                self._url_param_assignments = tuple(f"{name}=" for name in sorted(names))
 
     def learn_from_url(self, url: str) -> None:
         """Learn the secrets a transport's URL carries: the password in it, and its query as url parameters."""
@@ -190,13 +207,18 @@ class Redactor:
 
     def needs_redaction(self, text: str) -> bool:
         """A quick look at a whole document: could any rule change it?"""
-        return (
-            _QUICK_LOWERCASE_LOOK.search(text.lower()) is not None
-            or (self._own_pattern is not None and self._own_pattern.search(text) is not None)
-            or ("@" in text and (_URL_CREDENTIALS.search(text) or _ORACLE_CREDENTIALS.search(text)) is not None)
-            or any(secret in text for secret in self._secrets)
-            or any(f"{name}=" in text for name in self._url_params)
-        )
+        lowered = text.lower()
+        for needle in _QUICK_LOWERCASE_NEEDLES:
+            if needle in lowered:
+                return True
+        if self._own_pattern is not None and self._own_pattern.search(text) is not None:
+            return True
+        if "@" in text and (_URL_CREDENTIALS.search(text) or _ORACLE_CREDENTIALS.search(text)) is not None:
+            return True
+        for secret in self._secrets:
+            if secret in text:
+                return True
+        return any(assignment in text for assignment in self._url_param_assignments)
 
     @property
     def checks_piecewise(self) -> bool:
@@ -205,9 +227,15 @@ class Redactor:
         looked at piece by piece. True of the built-in rules, which never match across the punctuation between
         JSON values (``, {`` and the like); not of a pattern of the user's own, or of a known secret that holds
         such punctuation."""
-        return self._own_pattern is None and not any(
-            character in secret for secret in self._secrets for character in _JSON_PUNCTUATION
-        )
+        secrets = self._secrets
+        known = self._piecewise
+        if known is None or known[0] is not secrets:  # asked for every event: answered once per set of secrets
+            known = self._piecewise = (
+                secrets,
+                self._own_pattern is None
+                and not any(character in secret for secret in secrets for character in _JSON_PUNCTUATION),
+            )
+        return known[1]
 
     def document(self, value: Any) -> Any:
         """A JSON-like document with every rule applied: to its strings, and to the values of its secret keys."""
