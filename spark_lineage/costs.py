@@ -4,7 +4,7 @@ how many times it ran, and the JVM round trips it made.
 Every stage of a query's way from the listener to the backend marks itself with :func:`stage`. Accounting is
 *exclusive*: a stage entered inside another (the JSON of an event inside spooling it) stops the outer stage's
 clock, so the stages add up to the CPU time of the threads that ran them. It costs two reads of the thread's
-CPU clock per stage (about a microsecond), and is always on: ``benchmarks/cpu_per_query.py`` reads it, as can
+CPU clock per stage (about a microsecond each), and is always on: ``benchmarks/cpu_per_query.py`` reads it, as can
 anyone debugging a slow job (:func:`snapshot`).
 
 Round trips to the JVM are counted only while :func:`spark_lineage.jvm.round_trips.counting` is on (a benchmark
@@ -16,8 +16,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 
@@ -53,72 +52,100 @@ class StageCost:
     round_trips: int = 0
 
 
-class _Totals:
-    __slots__ = ("calls", "cpu_ns", "round_trips")
+class _Thread:
+    """One thread's clock: the stages it is in, since when the innermost one runs, and what each stage cost on
+    it (by :attr:`Stage` order; summed over the threads when asked, so that charging takes no lock)."""
+
+    __slots__ = ("entered", "since", "stack", "totals")
 
     def __init__(self) -> None:
-        self.cpu_ns = 0
-        self.calls = 0
-        self.round_trips = 0
+        self.stack: list[int] = []
+        self.since = 0
+        self.totals = [[0, 0, 0] for _ in _STAGES]  # CPU ns, calls, round trips
+        self.entered = [_Entered(self, index) for index in range(len(_STAGES))]
 
 
-_totals: dict[Stage, _Totals] = {s: _Totals() for s in Stage}
+class _Entered:
+    """``with stage(which):`` on one thread (one object per thread and stage, made once: entering a stage is two
+    reads of the thread's clock, and no allocation)."""
+
+    __slots__ = ("index", "thread")
+
+    def __init__(self, thread: _Thread, index: int) -> None:
+        self.thread = thread
+        self.index = index
+
+    def __enter__(self) -> None:
+        thread = self.thread
+        now = _clock()
+        if thread.stack:
+            thread.totals[thread.stack[-1]][0] += now - thread.since
+        thread.stack.append(self.index)
+        thread.since = now
+
+    def __exit__(self, *exc_info: object) -> None:
+        thread = self.thread
+        now = _clock()
+        totals = thread.totals[thread.stack.pop()]
+        totals[0] += now - thread.since
+        totals[1] += 1
+        thread.since = now
+
+
+_STAGES = tuple(Stage)
+_INDEX = {which: index for index, which in enumerate(_STAGES)}
+_threads: list[_Thread] = []
+"""Every thread's clock (a thread that ended keeps its totals)."""
 _lock = threading.Lock()
 _local = threading.local()
 _clock = time.thread_time_ns
 
 
-@contextmanager
-def stage(which: Stage) -> Iterator[None]:
-    """Charge the CPU time the calling thread spends inside to ``which`` (and not to the stage it is nested in)."""
-    stack: list[Stage] | None = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    now = _clock()
-    if stack:
-        _charge(stack[-1], now - _local.since)
-    stack.append(which)
-    _local.since = now
+def _this_thread() -> _Thread:
     try:
-        yield
-    finally:
-        now = _clock()
-        _charge(stack.pop(), now - _local.since, calls=1)
-        _local.since = now
+        return _local.thread  # type: ignore[no-any-return]
+    except AttributeError:
+        thread = _local.thread = _Thread()
+        with _lock:
+            _threads.append(thread)
+        return thread
+
+
+def stage(which: Stage) -> AbstractContextManager[None]:
+    """Charge the CPU time the calling thread spends inside to ``which`` (and not to the stage it is nested in)."""
+    return _this_thread().entered[_INDEX[which]]
 
 
 def current() -> Stage | None:
     """The stage the calling thread is in, if any."""
-    stack: list[Stage] | None = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
-
-
-def _charge(which: Stage, cpu_ns: int, calls: int = 0) -> None:
-    totals = _totals[which]
-    with _lock:
-        totals.cpu_ns += cpu_ns
-        totals.calls += calls
+    stack = _this_thread().stack
+    return _STAGES[stack[-1]] if stack else None
 
 
 def count_round_trip() -> None:
     """One JVM round trip made by the calling thread, charged to its stage (:mod:`spark_lineage.jvm.round_trips`)."""
-    which = current()
-    if which is not None:
-        with _lock:
-            _totals[which].round_trips += 1
+    thread = _this_thread()
+    if thread.stack:
+        thread.totals[thread.stack[-1]][2] += 1
 
 
 def snapshot() -> dict[Stage, StageCost]:
-    """Each stage's totals so far."""
+    """Each stage's totals so far (a stage being charged on another thread at that moment may count its last
+    charge or not)."""
     with _lock:
-        return {s: StageCost(t.cpu_ns, t.calls, t.round_trips) for s, t in _totals.items()}
+        threads = list(_threads)
+    return {
+        which: StageCost(*(sum(thread.totals[index][column] for thread in threads) for column in range(3)))
+        for index, which in enumerate(_STAGES)
+    }
 
 
 def reset() -> None:
     """Start counting from zero (a benchmark, after its warm-up)."""
     with _lock:
-        for totals in _totals.values():
-            totals.cpu_ns = totals.calls = totals.round_trips = 0
+        for thread in _threads:
+            for totals in thread.totals:
+                totals[:] = [0, 0, 0]
 
 
 def since(before: dict[Stage, StageCost]) -> dict[Stage, StageCost]:
