@@ -104,6 +104,8 @@ LEASE_HOLDERS = "SELECT DISTINCT leased_by FROM events WHERE leased_by IS NOT NU
 Row = tuple[Any, ...]
 """An event as :data:`COLUMNS` reads it."""
 COLUMNS = "SELECT id, destination, run_id, job, application, payload, created, attempts"
+ADD_BYTES = "UPDATE totals SET value = value + ? WHERE name = 'bytes'"
+"""Count bytes in (or out, negative) of the spool's total."""
 LEASE_FREE = "(leased_until IS NULL OR leased_until < ?)"
 NEXT_BARRIER = "SELECT MIN(id) FROM events WHERE destination = ? AND application = 1 AND id > ?"
 """The first application-run event after an id: the query ``events_barriers`` serves."""
@@ -426,19 +428,17 @@ class Spool:
         """Store events in one transaction, in order: all of them or, when it fails, none. When the spool is then
         over its size, the oldest query-run events make room (the same ones as storing them one by one)."""
         now = time.time()
-        ids = []
+        rows = [(destination, p.run_id, p.job, int(p.application), p.json, len(p.json.encode()), now) for p in payloads]
         with self._transaction() as db:
-            added = 0
-            for payload in payloads:
-                size = len(payload.json.encode())
-                cursor = db.execute(
-                    "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (destination, payload.run_id, payload.job, int(payload.application), payload.json, size, now),
-                )
-                ids.append(int(cursor.lastrowid or 0))
-                added += size
-            total = self._add_bytes(db, added)
+            db.executemany(
+                "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            # One writer at a time (the transaction is immediate), and AUTOINCREMENT: the rows' ids follow on.
+            (last,) = db.execute("SELECT last_insert_rowid()").fetchone()
+            ids = list(range(int(last) - len(rows) + 1, int(last) + 1)) if rows else []
+            total = self._add_bytes(db, sum(row[5] for row in rows))
             return StoredAll(ids, self._make_room(db, total) if total > self.max_bytes else Dropped())
 
     def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
@@ -487,9 +487,9 @@ class Spool:
             self._end_leases_of_ended_processes(db, now)
             rows = self._leasable(db, destination, now, limit, one_run, skip, skipped)
             if rows:
-                db.executemany(
-                    "UPDATE events SET leased_by = ?, leased_until = ? WHERE id = ?",
-                    [(owner, now + seconds, row[0]) for row in rows],
+                db.execute(
+                    f"UPDATE events SET leased_by = ?, leased_until = ? WHERE id IN {_JSON_IDS}",
+                    (owner, now + seconds, json.dumps([row[0] for row in rows])),
                 )
         return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
 
@@ -594,10 +594,14 @@ class Spool:
             return
         ids = json.dumps(sorted(event_ids))
         with self._transaction() as db:
-            (size,) = db.execute(
-                f"SELECT COALESCE(SUM(size), 0) FROM events WHERE id IN {_JSON_IDS}", (ids,)
-            ).fetchone()
-            db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
+            if _RETURNING:
+                sizes = db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS} RETURNING size", (ids,)).fetchall()
+                size = sum(size for (size,) in sizes)
+            else:
+                (size,) = db.execute(
+                    f"SELECT COALESCE(SUM(size), 0) FROM events WHERE id IN {_JSON_IDS}", (ids,)
+                ).fetchone()
+                db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
             self._add_bytes(db, -int(size))
 
     @_reclaiming(reserve=True)
@@ -703,14 +707,19 @@ class Spool:
     def _end_leases_of_ended_processes(db: sqlite3.Connection, now: float) -> None:
         owners = db.execute(LEASE_HOLDERS, (now,)).fetchall()
         ended = [(owner,) for (owner,) in owners if _owner_ended(owner)]
-        db.executemany("UPDATE events SET leased_by = NULL, leased_until = NULL WHERE leased_by = ?", ended)
+        if ended:
+            db.executemany("UPDATE events SET leased_by = NULL, leased_until = NULL WHERE leased_by = ?", ended)
 
     @staticmethod
     def _add_bytes(db: sqlite3.Connection, delta: int) -> int:
-        db.execute("UPDATE totals SET value = value + ? WHERE name = 'bytes'", (delta,))
+        if _RETURNING:
+            return int(db.execute(f"{ADD_BYTES} RETURNING value", (delta,)).fetchone()[0])
+        db.execute(ADD_BYTES, (delta,))
         return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])
 
 
+_RETURNING = sqlite3.sqlite_version_info >= (3, 35)
+"""Whether this sqlite has ``RETURNING`` (3.35, 2021): one statement where older ones take two."""
 _JSON_IDS = "(SELECT value FROM json_each(?))"
 """The ids a JSON array names: one argument, whatever the count."""
 

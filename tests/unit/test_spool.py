@@ -16,6 +16,7 @@ from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import job_type_job
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
+from spark_lineage.delivery import spool as spool_module
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import LEASE_HOLDERS, SPOOL_FILE, Spool, lease_owner
@@ -169,6 +170,30 @@ def test_an_event_in_the_middle_of_its_send_is_not_sent_again_by_the_next_sender
         }
     finally:
         receiver.close()
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["sqlite-with-returning", "sqlite-before-3.35"])
+def test_a_batch_gets_its_rows_ids_and_the_byte_total_follows_puts_and_acknowledgements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returning: bool
+) -> None:
+    monkeypatch.setattr(spool_module, "_RETURNING", returning)
+    spool = Spool(tmp_path)
+    _put(spool, _event(0))
+    payloads = [to_payload(_event(run)) for run in (1, 2, 3)]
+    stored = spool.put_all("http test", payloads)
+    spool.acknowledge_all([stored.ids[0]])
+    with sqlite3.connect(tmp_path / SPOOL_FILE) as db:
+        rows = db.execute("SELECT id, job, size FROM events ORDER BY id").fetchall()
+        (total,) = db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()
+    assert [(event_id, job) for event_id, job, _ in rows[1:]] == list(
+        zip(stored.ids[1:], ["default/job_2", "default/job_3"])
+    )
+    assert stored.ids == [stored.ids[0], stored.ids[0] + 1, stored.ids[0] + 2] and stored.ids[0] > rows[0][0]
+    assert (
+        total
+        == sum(size for _, _, size in rows)
+        == sum(len(p.json.encode()) for p in [to_payload(_event(0)), *payloads[1:]])
+    )
 
 
 def test_a_full_spool_drops_the_oldest_query_events_and_keeps_application_events(tmp_path: Path) -> None:
