@@ -163,6 +163,8 @@ class LineageReceiver:
         """The headers of each request, in arrival order."""
         self.bodies: list[bytes] = []
         """The body of each request as it arrived (gzip-compressed ones too), in arrival order."""
+        self.set_cookie: str | None = None
+        """A ``Set-Cookie`` header for each answer (a load balancer's sticky session), when set."""
         self.events_answered = 0
         self.in_flight = 0
         self.most_in_flight = 0
@@ -239,6 +241,8 @@ class LineageReceiver:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Length", "0")
+                    if receiver.set_cookie is not None:
+                        self.send_header("Set-Cookie", receiver.set_cookie)
                     self.end_headers()
                 except OSError:  # the client gave up waiting: what it sent is kept all the same
                     pass

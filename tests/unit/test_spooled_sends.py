@@ -110,7 +110,8 @@ def test_an_http_backend_receives_the_spooled_json_with_the_headers_emit_sends(
 
 
 class _RecordingSession(requests.Session):
-    """A requests session that records each post instead of sending it, and answers ``status``."""
+    """A requests session that records each prepared request it would send, as it would send it, instead of
+    sending it, and answers ``status``."""
 
     def __init__(self, status: int = 200, location: str | None = None) -> None:
         super().__init__()
@@ -118,8 +119,11 @@ class _RecordingSession(requests.Session):
         self.status = status
         self.location = location
 
-    def post(self, url: Any, data: Any = None, json: Any = None, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        self.posts.append({"url": url, "data": data, **kwargs})
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        self.posts.append(
+            {"method": request.method, "url": request.url, "headers": dict(request.headers), "data": request.body}
+            | kwargs
+        )
         response = requests.Response()
         response.status_code = self.status
         response._content = b""
@@ -146,10 +150,11 @@ REQUESTS = {
 def test_the_spooled_request_is_the_request_openlineage_pythons_emit_makes(
     settings: dict[str, Any], status: int, location: str | None
 ) -> None:
-    """The same session call, but for the body, which is the spooled JSON itself (JSON-equal to what emit
-    serializes); the same outcome (an error for an answer that is not a success, and for a redirect with a client
-    certificate). This holds the raw path to the installed openlineage-python's emit: a release that changes
-    how emit sends fails here."""
+    """The same request as the session sends it (method, url, every header, timeout, TLS settings, proxies,
+    redirects), but for the body, which is the spooled JSON itself (JSON-equal to what emit serializes), prepared
+    once and copied for each send; the same outcome (an error for an answer that is not a success, and for a
+    redirect with a client certificate). This holds the raw path to the installed openlineage-python's emit: a
+    release that changes how emit sends fails here."""
     text = to_payload(_event(1)).json
     calls = []
     outcomes = []
@@ -171,9 +176,14 @@ def test_the_spooled_request_is_the_request_openlineage_pythons_emit_makes(
     compressed = emitted["headers"].get("Content-Encoding") == "gzip"
     assert (gzip.decompress(spooled["data"]).decode() if compressed else spooled["data"]) == text
     assert json.loads(gzip.decompress(emitted["data"]) if compressed else emitted["data"]) == json.loads(text)
+    for call in calls:  # the bodies' lengths differ (the same JSON, written apart): each is its own
+        length = call["headers"].pop("Content-Length")
+        assert length == str(len(call["data"].encode() if isinstance(call["data"], str) else call["data"]))
     assert {k: v for k, v in spooled.items() if k != "data"} == {k: v for k, v in emitted.items() if k != "data"}
     assert outcomes[0] == outcomes[1]
-    assert (outcomes[1] is not None) == (status >= 400 or (location is not None and "cert" in emitted))
+    certificate = emitted["cert"] is not None
+    assert emitted["allow_redirects"] is not certificate
+    assert (outcomes[1] is not None) == (status >= 400 or (location is not None and certificate))
 
 
 def test_a_proxy_set_in_the_environment_is_read_once_per_environment_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,6 +211,41 @@ def test_a_proxy_set_in_the_environment_is_read_once_per_environment_seconds(mon
     finally:
         first.close()
         second.close()
+
+
+def test_a_cookie_the_backend_sets_goes_with_the_next_spooled_requests() -> None:
+    """A load balancer's sticky-session cookie, set by an answer, goes with every later request, as the session
+    sends it for emit: the request prepared once is prepared again when the session's cookies change."""
+    receiver = LineageReceiver()
+    try:
+        receiver.set_cookie = "lb=node-7; Path=/"
+        send = spooled_emitter(_http(receiver.url))
+        text = to_payload(_event(1)).json
+        send(text)
+        send(text)
+        receiver.set_cookie = "lb=node-9; Path=/"
+        send(text)
+        send(text)
+    finally:
+        receiver.close()
+    assert [headers.get("Cookie") for headers in receiver.headers] == [None, "lb=node-7", "lb=node-7", "lb=node-9"]
+    assert len(receiver.events) == 4 and receiver.invalid == []
+
+
+def test_a_session_with_an_auth_of_its_own_has_each_request_prepared_afresh() -> None:
+    """An ``auth`` on the session may sign each body: it is applied to every request, the way emit's is."""
+    receiver = LineageReceiver()
+    try:
+        transport = _http(receiver.url)
+        transport.session.auth = lambda request: request.headers.update({"X-Signed": str(len(request.body))}) or request
+        send = spooled_emitter(transport)
+        texts = [to_payload(_event(run)).json for run in (1, 22)]
+        for text in texts:
+            send(text)
+    finally:
+        receiver.close()
+    assert [headers["X-Signed"] for headers in receiver.headers] == [str(len(text)) for text in texts]
+    assert len(receiver.events) == 2 and receiver.invalid == []
 
 
 # --- file, console -------------------------------------------------------------------------------------------
