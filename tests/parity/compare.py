@@ -27,7 +27,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 ALLOWED = Path(__file__).with_name("allowed_differences.toml")
 README = Path(__file__).resolve().parents[2] / "README.md"

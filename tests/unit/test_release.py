@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 from openlineage.client.event_v2 import RunState
 from openlineage.client.facet_v2 import sql_job
 from openlineage.client.serde import Serde
@@ -28,6 +28,11 @@ from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
 from tests.fixtures.recorded import recorded_session
 from tests.support import validate_event
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PLANS = ROOT / "tests" / "fixtures" / "plans"
