@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
+import weakref
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -54,9 +55,10 @@ class StageCost:
 
 class _Thread:
     """One thread's clock: the stages it is in, since when the innermost one runs, and what each stage cost on
-    it (by :attr:`Stage` order; summed over the threads when asked, so that charging takes no lock)."""
+    it (by :attr:`Stage` order; summed over the threads when asked, so that charging takes no lock). When its
+    thread has ended and it is collected, its totals are added to those of the threads that ended."""
 
-    __slots__ = ("entered", "since", "stack", "totals")
+    __slots__ = ("__weakref__", "entered", "since", "stack", "totals")
 
     def __init__(self) -> None:
         self.stack: list[int] = []
@@ -94,8 +96,10 @@ class _Entered:
 
 _STAGES = tuple(Stage)
 _INDEX = {which: index for index, which in enumerate(_STAGES)}
-_threads: list[_Thread] = []
-"""Every thread's clock (a thread that ended keeps its totals)."""
+_threads: weakref.WeakSet[_Thread] = weakref.WeakSet()
+"""The clock of every thread that entered a stage and has not ended."""
+_ended = [[0, 0, 0] for _ in _STAGES]
+"""What each stage cost on the threads that ended (so that a process that makes threads keeps no more)."""
 _lock = threading.Lock()
 _local = threading.local()
 _clock = time.thread_time_ns
@@ -106,9 +110,17 @@ def _this_thread() -> _Thread:
         return _local.thread  # type: ignore[no-any-return]
     except AttributeError:
         thread = _local.thread = _Thread()
+        weakref.finalize(thread, _thread_ended, thread.totals)
         with _lock:
-            _threads.append(thread)
+            _threads.add(thread)
         return thread
+
+
+def _thread_ended(totals: list[list[int]]) -> None:
+    with _lock:
+        for ended, counted in zip(_ended, totals):
+            for column, value in enumerate(counted):
+                ended[column] += value
 
 
 def stage(which: Stage) -> AbstractContextManager[None]:
@@ -133,9 +145,10 @@ def snapshot() -> dict[Stage, StageCost]:
     """Each stage's totals so far (a stage being charged on another thread at that moment may count its last
     charge or not)."""
     with _lock:
-        threads = list(_threads)
+        rows = [thread.totals for thread in _threads]
+        rows.append([list(totals) for totals in _ended])
     return {
-        which: StageCost(*(sum(thread.totals[index][column] for thread in threads) for column in range(3)))
+        which: StageCost(*(sum(row[index][column] for row in rows) for column in range(3)))
         for index, which in enumerate(_STAGES)
     }
 
@@ -143,9 +156,8 @@ def snapshot() -> dict[Stage, StageCost]:
 def reset() -> None:
     """Start counting from zero (a benchmark, after its warm-up)."""
     with _lock:
-        for thread in _threads:
-            for totals in thread.totals:
-                totals[:] = [0, 0, 0]
+        for totals in [*(row for thread in _threads for row in thread.totals), *_ended]:
+            totals[:] = [0, 0, 0]
 
 
 def since(before: dict[Stage, StageCost]) -> dict[Stage, StageCost]:

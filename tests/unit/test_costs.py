@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -63,3 +64,23 @@ def test_round_trips_are_charged_to_the_stage_that_made_them_and_only_inside_one
     assert spent[Stage.CAPTURE].round_trips == 1
     assert spent[Stage.ANALYSIS].round_trips == 1
     assert sum(cost.round_trips for cost in spent.values()) == 2
+
+
+def test_threads_that_ended_keep_their_totals_and_no_memory() -> None:
+    """A process that makes a thread per task keeps one set of totals for the threads that ended, not one each."""
+    gc.collect()
+    before, clocks = costs.snapshot(), len(costs._threads)
+
+    def task() -> None:
+        with costs.stage(Stage.RDD_JOBS):
+            costs.count_round_trip()
+
+    for _ in range(50):
+        thread = threading.Thread(target=task)
+        thread.start()
+        thread.join()
+    gc.collect()
+    spent = costs.since(before)
+
+    assert (spent[Stage.RDD_JOBS].calls, spent[Stage.RDD_JOBS].round_trips) == (50, 50)
+    assert len(costs._threads) <= clocks
