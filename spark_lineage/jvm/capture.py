@@ -31,7 +31,7 @@ from typing import Any, Union
 from spark_lineage.jvm.catalyst_tree import CHUNK_CHARS, MAX_TEXT_CHARS, DecodeError, TextReader, read_scalar
 from spark_lineage.jvm.probes import ProbeCompiler
 from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, answers_at_once
+from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, answers_at_once, call
 
 _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
 _TREE_NODE = "org.apache.spark.sql.catalyst.trees.TreeNode"
@@ -142,14 +142,14 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         function = self._headers.get(accessors)
         if function is None:
             function = self._headers[accessors] = self._answer(self._header_steps(accessors))
-        return self._fields(function.apply(query_execution, None), len(HeaderField))
+        return self._fields(call(function, "apply", query_execution, None), len(HeaderField))
 
     def body(self, query_execution: Any, exception: Any, options: BodyOptions) -> list[Field]:
         """The body's fields (the probers are those :class:`~spark_lineage.jvm.probes.JvmProbes` set up)."""
         function = self._bodies.get(options)
         if function is None:
             function = self._bodies[options] = self._answer(self._body_steps(options))
-        return self._fields(function.apply(query_execution, exception), len(BodyField))
+        return self._fields(call(function, "apply", query_execution, exception), len(BodyField))
 
     def session_conf(self, session: Any) -> str:
         """Every conf ``session`` sees (its SQLConf's ``getAllConfs``: every SparkConf entry and the runtime
@@ -166,7 +166,7 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
             self._session_conf = self._classes("java.lang.invoke.MethodHandleProxies").asInterfaceInstance(
                 function, read
             )
-        return str(self._session_conf.apply(session))
+        return str(call(self._session_conf, "apply", session))
 
     def _fields(self, first: Any, count: int) -> list[Field]:
         text = str(first)

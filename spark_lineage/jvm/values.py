@@ -163,6 +163,19 @@ def _release(client: Any, target_id: str) -> None:
         client.garbage_collect_object(target_id)
 
 
+def call(target: Any, method: str, *args: Any) -> Any:
+    """``target.method(*args)``, one round trip, without the layers py4j's ``JavaMember`` and PySpark wrap each
+    call in (PySpark's argument converters, each asked of every argument, and its exception translation): about
+    35 µs of Python CPU where those take 110. For the calls made for every query. ``args``: JVM objects, text,
+    numbers, booleans and ``None``; what the JVM throws raises py4j's ``Py4JJavaError``."""
+    from py4j.protocol import CALL_COMMAND_NAME, END_COMMAND_PART, get_command_part, get_return_value
+
+    client, target_id = target._gateway_client, target._target_id
+    parts = [get_command_part(argument) for argument in args]
+    command = f"{CALL_COMMAND_NAME}{target_id}\n{method}\n{''.join(parts)}{END_COMMAND_PART}"
+    return get_return_value(client.send_command(command), client, target_id, method)
+
+
 def answers_at_once(gateway: Any, classes: JvmClasses) -> bool:
     """Have the JVM send the answers to the calling thread's calls without waiting: Nagle's algorithm on the
     JVM's end of py4j's connection holds the end of an answer longer than a socket write (8 KiB) until the

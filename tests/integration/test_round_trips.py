@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage, StageCost
 from spark_lineage.jvm import round_trips
 from spark_lineage.jvm.spark import QueryReader, read_session_conf
-from spark_lineage.jvm.values import JvmClasses
+from spark_lineage.jvm.values import JvmClasses, call
 from tests.integration.test_rdd import _rdd_runs
 from tests.support import LineageReceiver, datasets, runs_by_job
 
@@ -420,3 +421,18 @@ def test_a_sessions_confs_are_read_in_one_round_trip(spark: Any) -> None:
     assert in_one_call == step_by_step
     assert in_one_call["spark.openlineage.appName"] == "read in one call"
     assert "spark.openlineage.appName" not in read_session_conf(spark._jsparkSession)
+
+
+def test_a_call_without_py4js_layers_answers_as_py4j_does(spark: Any) -> None:
+    """The capture's calls skip py4j's and PySpark's per-call layers: the same answers, the same errors."""
+    jvm = spark.sparkContext._jvm
+    built = jvm.java.lang.StringBuilder("ab;c")
+    assert call(built, "indexOf", ";", 0) == built.indexOf(";", 0) == 2
+    assert call(built, "toString") == "ab;c"
+    assert call(built, "insert", 0, True).toString() == "trueab;c"  # a JVM object out
+    items = jvm.java.util.ArrayList()
+    assert call(items, "add", jvm.java.lang.StringBuilder("xyz")) is True  # a JVM object in
+    assert call(items, "add", None) is True
+    assert (call(items, "size"), call(items, "get", 0).toString(), call(items, "get", 1)) == (2, "xyz", None)
+    with pytest.raises(Py4JJavaError, match="IndexOutOfBoundsException"):
+        call(built, "charAt", 99)
