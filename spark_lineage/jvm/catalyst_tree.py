@@ -206,7 +206,7 @@ class TextReader:
     def _until(self, stop: str) -> str:
         end = self.text.find(stop, self.position)
         if end < 0:
-            raise DecodeError(f"missing {stop!r} after {self.position}")
+            raise _missing(stop, self.position)
         chunk = self.text[self.position : end]
         self.position = end + 1
         return chunk
