@@ -8,8 +8,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import attr
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -57,6 +58,9 @@ from spark_lineage.naming.rewrites import DatasetRewrites
 from spark_lineage.plan import CapturedQuery, QueryJob, RddJobEnd, RddJobStart, SessionInfo, SparkJobDetails
 from spark_lineage.redaction import Redactor
 
+if TYPE_CHECKING:
+    from attr import AttrsInstance
+
 
 @lru_cache(maxsize=16)
 def _job_type_facet(job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
@@ -64,6 +68,23 @@ def _job_type_facet(job_type: str, processing: str) -> job_type_job.JobTypeJobFa
     return job_type_job.JobTypeJobFacet(
         processingType=processing, integration="SPARK", jobType=job_type, producer=PRODUCER
     )
+
+
+_T = TypeVar("_T", bound="AttrsInstance")
+_ATTRIBUTES: dict[type, tuple[str, ...]] = {}
+
+
+def _unchecked(original: _T, **changes: Any) -> _T:
+    """A copy of the attrs object ``original`` with ``changes``, set as attrs' own copying sets them (without
+    the class's validators), for values that were checked already (see :meth:`EventBuilder._same_run`)."""
+    cls = type(original)
+    names = _ATTRIBUTES.get(cls)
+    if names is None:
+        names = _ATTRIBUTES[cls] = tuple(field.name for field in attr.fields(cls))
+    copied = object.__new__(cls)
+    for name in names:
+        object.__setattr__(copied, name, changes[name] if name in changes else getattr(original, name))
+    return copied
 
 
 def iso_time(epoch_ms: int) -> str:
@@ -225,6 +246,8 @@ class EventBuilder:
         written_facets = [dataset_facets(d, self.config.facet_enabled) for d in written_to]
         outputs: dict[int, list[OutputDataset]] = {}
 
+        first: list[RunEvent] = []
+
         def event(state: RunState, epoch_ms: int, facets: dict[str, Any], written: dict[str, int] | None) -> RunEvent:
             """``written``: the metrics the outputs' statistics come from, ``None`` for none."""
             key = id(written)
@@ -232,9 +255,14 @@ class EventBuilder:
                 outputs[key] = [
                     output_dataset(d, self.config.facet_enabled, written, f) for d, f in zip(written_to, written_facets)
                 ]
-            return self._event(
-                state, epoch_ms, run_id, job_name, facets, job_facets, inputs=inputs, outputs=list(outputs[key])
+            if first:
+                return self._same_run(first[0], state, epoch_ms, facets, list(outputs[key]))
+            first.append(
+                self._event(
+                    state, epoch_ms, run_id, job_name, facets, job_facets, inputs=inputs, outputs=list(outputs[key])
+                )
             )
+            return first[0]
 
         events = [event(RunState.START, start_ms, start_facets, None)]
         with costs.stage(Stage.RUNNING_EVENTS):
@@ -314,6 +342,35 @@ class EventBuilder:
             inputs=inputs or [],
             outputs=outputs or [],
             producer=PRODUCER,
+        )
+
+    def _same_run(
+        self,
+        first: RunEvent,
+        state: RunState,
+        epoch_ms: int,
+        run_facets: dict[str, Any],
+        outputs: list[OutputDataset],
+    ) -> RunEvent:
+        """Another event of ``first``'s run: its run id, job and inputs, with a state, time, run facets and
+        outputs of its own, as :meth:`_event` would make it (``tests/unit/test_events.py`` holds it to that).
+
+        openlineage-python checks every field as an event is made: it parses the event time with dateutil and
+        the run id as a UUID, and every url. That is most of an event's cost, and a query run has about six
+        events. What they share was checked when ``first`` was made, the time is written by :func:`iso_time`
+        as it was there, and the facets and datasets are objects that were checked when made: so the other
+        events of the run are made without checking it all again. Each gets its own run, job and lists (the
+        client's enrichment changes an event's facets in place)."""
+        run = _unchecked(first.run, facets=self._enabled({**run_facets, **self._configured_run_facets}))
+        job = _unchecked(first.job, facets=dict(first.job.facets or {}))
+        return _unchecked(
+            first,
+            eventType=state,
+            eventTime=iso_time(epoch_ms),
+            run=run,
+            job=job,
+            inputs=list(first.inputs or []),
+            outputs=outputs,
         )
 
     def _enabled(self, facets: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openlineage.client.event_v2 import Job, Run, RunEvent
 from openlineage.client.serde import Serde
 
 from spark_lineage._version import __version__
@@ -128,6 +129,38 @@ def test_a_query_run_has_a_running_event_per_job_with_its_details(version: str) 
     assert "outputStatistics" not in (documents[1]["outputs"][0].get("outputFacets") or {})
     assert all(d["inputs"] == documents[0]["inputs"] for d in documents)
     assert [d["eventTime"] for d in documents] == sorted(d["eventTime"] for d in documents)
+
+
+def test_a_runs_later_events_are_the_events_openlineage_python_would_make_and_check(version: str) -> None:
+    """A run's events after its START are made without openlineage-python's checks (``_same_run``): each equals
+    the event its constructors make, checks and all, from the same parts, and owns its run, job and lists."""
+    session = recorded_session(PLANS / version)
+    query = recorded_query(PLANS / version, "cl_projection")
+    lineage = analyze(query, AnalysisContext(session=session))
+    for error in (None, "boom"):
+        jobs = (QueryJob(SparkJobDetails(6, "load"), query.start_ms + 5, query.end_ms - 5, error is None),)
+        failed = replace(query, jobs=jobs, error=error, metrics={"numOutputRows": 3, "numFiles": 1})
+        events = EventBuilder(LineageConfig(), session, APP_RUN).query_events(failed, lineage)
+        assert [e.eventType.value for e in events if e.eventType] == (
+            ["START", "RUNNING", "RUNNING", "COMPLETE"] if error is None else ["START", "RUNNING", "FAIL"]
+        )
+        for event in events:
+            checked = RunEvent(
+                eventType=event.eventType,
+                eventTime=event.eventTime,
+                run=Run(runId=event.run.runId, facets=dict(event.run.facets or {})),
+                job=Job(namespace=event.job.namespace, name=event.job.name, facets=dict(event.job.facets or {})),
+                inputs=list(event.inputs or []),
+                outputs=list(event.outputs or []),
+                producer=event.producer,
+            )
+            assert event == checked
+            assert Serde.to_json(event) == Serde.to_json(checked)
+        for one, other in zip(events, events[1:]):
+            assert one.run is not other.run and one.job is not other.job
+            assert one.run.facets is not other.run.facets and one.job.facets is not other.job.facets
+            assert one.inputs is not other.inputs and one.outputs is not other.outputs
+        _documents(events)
 
 
 def test_a_run_spans_its_jobs_whatever_the_start_it_was_given(version: str) -> None:
