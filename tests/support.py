@@ -392,10 +392,18 @@ def child_process(
                 process.wait()
 
 
+def spool_disk(room_kib: int) -> str:
+    """The size of a disk (for :func:`small_disk`) with ``room_kib`` KiB for a spool's files and whatever else a
+    test puts there, besides the room the spool holds back on it (``spool.RESERVE_BYTES``)."""
+    from spark_lineage.delivery.spool import RESERVE_BYTES
+
+    return f"{room_kib + RESERVE_BYTES // 1024}k"
+
+
 @contextmanager
 def small_disk(mount_point: Path, size: str) -> Iterator[Path]:
-    """A real disk of ``size`` (``1m``): a tmpfs mounted at ``mount_point`` for the block, unmounted after it.
-    Mounting needs root (CI runs as root); elsewhere the test is skipped, saying so."""
+    """A real disk of ``size`` (``1m``, or :func:`spool_disk`'s): a tmpfs mounted at ``mount_point`` for the
+    block, unmounted after it. Mounting needs root (CI runs as root); elsewhere the test is skipped, saying so."""
     import pytest
 
     if os.geteuid() != 0 or shutil.which("mount") is None:

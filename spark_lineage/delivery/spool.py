@@ -52,14 +52,17 @@ SPOOL_DIR_ENV = "SPARK_LINEAGE_SPOOL_DIR"
 SIDE_FILES = ("-wal", "-shm")
 """sqlite's write-ahead log and its index, next to the spool file: they move with it."""
 RESERVE_FILE = "spool.reserve"
-RESERVE_BYTES = 256 * 1024
-"""Room held back on the spool's disk for the events that end application runs (one event, its log frames and
-a checkpoint need far less)."""
-CHECKPOINT_PAGES = 32
-"""The write-ahead log is copied into the main file whenever it holds this many pages (128 KiB; sqlite's default
-is 1000). Kept well under :data:`RESERVE_BYTES`: on a full disk, the room held back must be enough for the main
-file to take in what the log holds (the pages new since the last checkpoint), or the log can never be emptied
-and nothing more can be written, not even to forget a delivered event."""
+RESERVE_BYTES = 2 * 1024 * 1024
+"""Room held back on the spool's disk for a checkpoint and the events that end application runs: twice the most
+a checkpoint can need (:data:`CHECKPOINT_PAGES`)."""
+CHECKPOINT_PAGES = 256
+"""The write-ahead log is copied into the main file whenever it holds this many pages (1 MiB; sqlite's default
+is 1000). A checkpoint syncs the log and the main file to the disk, which is most of a commit's cost: at 32
+pages (a query's events fill about 25 pages, leased and forgotten) the spool's CPU was half as much again, more
+on a disk that Spark's tasks keep busy. Kept well under :data:`RESERVE_BYTES`: on a full disk, the room held
+back must be enough for the main file to take in what the log holds (the pages new since the last
+checkpoint), or the log can never be emptied and nothing more can be written, not even to forget a delivered
+event."""
 QUICK_CHECK_MAX_BYTES = 64 * 1024 * 1024
 """Spool files up to this size are checked when they open (a few milliseconds for a spool that is nearly empty, as
 a spool usually is); larger ones are checked by use."""

@@ -17,7 +17,7 @@ import spark_lineage
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool
 from tests.integration.test_spark_submit import messages, spark_submit
-from tests.support import LineageReceiver, app_events, free_port, minimal_run_event, replay, small_disk
+from tests.support import LineageReceiver, app_events, free_port, minimal_run_event, replay, small_disk, spool_disk
 
 pytestmark = [pytest.mark.spark, pytest.mark.once]
 
@@ -83,7 +83,7 @@ def test_a_job_on_a_full_disk_with_a_healthy_backend_delivers_every_event(tmp_pa
     and every one is delivered all the same, none left spooled."""
     receiver = LineageReceiver(delay_seconds=0.2)
     try:
-        with small_disk(tmp_path / "disk", "1m") as disk:
+        with small_disk(tmp_path / "disk", spool_disk(768)) as disk:
             (disk / "filler").write_bytes(bytes(704 * 1024))  # what else lives on that disk
             confs = {**_confs(receiver.url, disk / "spool"), "spark.openlineage.python.shutdownTimeoutSeconds": "60"}
             result, _, _ = spark_submit(tmp_path, JOB, confs)
@@ -109,7 +109,7 @@ def test_a_job_on_a_full_disk_with_a_healthy_backend_delivers_every_event(tmp_pa
 
 def test_a_job_on_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_its_ending(tmp_path: Path) -> None:
     port = free_port()
-    with small_disk(tmp_path / "disk", "1m") as disk:
+    with small_disk(tmp_path / "disk", spool_disk(768)) as disk:
         (disk / "filler").write_bytes(bytes(384 * 1024))
         spool = disk / "spool"
         result, _, _ = spark_submit(tmp_path, JOB, _confs(f"http://127.0.0.1:{port}", spool))

@@ -27,7 +27,7 @@ from spark_lineage.delivery.spool import SPOOL_FILE, Spool
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
-from tests.support import LineageReceiver, free_port, minimal_run_event, small_disk
+from tests.support import LineageReceiver, free_port, minimal_run_event, small_disk, spool_disk
 
 EVENTS = 90
 PAGE = 4096
@@ -248,7 +248,7 @@ def test_a_full_disk_with_a_healthy_backend_delivers_every_event_and_leaves_noth
 ) -> None:
     receiver = LineageReceiver()
     try:
-        with small_disk(tmp_path / "disk", "1m") as disk:
+        with small_disk(tmp_path / "disk", spool_disk(768)) as disk:
             delivery = Delivery(
                 OpenLineageClient(transport=_http(receiver.url)), FailoverSpool(disk / "spool"), ErrorLog(), Redactor()
             )
@@ -270,7 +270,7 @@ def test_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_the_applic
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = free_port()
-    with small_disk(tmp_path / "disk", "1m") as disk:
+    with small_disk(tmp_path / "disk", spool_disk(768)) as disk:
         spool_dir = disk / "spool"
         transport = _http(f"http://127.0.0.1:{port}")
         delivery = Delivery(OpenLineageClient(transport=transport), FailoverSpool(spool_dir), ErrorLog(), Redactor())
