@@ -33,13 +33,14 @@ from typing import Any
 import attr
 from openlineage.client.serde import Serde
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+"""Each class's attrs fields, by name (``None`` for a class that is no attrs class), once looked up."""
 
 
-def _fields(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(field.name for field in attr.fields(cls))
+def _fields(cls: type) -> tuple[str, ...] | None:
+    if cls in _FIELDS:
+        return _FIELDS[cls]
+    names = _FIELDS[cls] = tuple(field.name for field in attr.fields(cls)) if attr.has(cls) else None
     return names
 
 
@@ -115,19 +116,19 @@ class EventEncoder:
         cls = type(value)
         if cls in _AS_IS or value is None:
             return value
-        if attr.has(cls):
-            key = id(value)
-            known = self._converted.get(key)
-            if known is not None:
-                return known[1]
+        known = self._converted.get(id(value))
+        if known is not None:  # an attrs object met before (kept by the encoder: its id is still its own)
+            return known[1]
+        names = _FIELDS[cls] if cls in _FIELDS else _fields(cls)
+        if names is not None:
             converted = {}
-            for name in _fields(cls):
+            for name in names:
                 field_value = getattr(value, name)
                 # Most fields are text or numbers: written as they are, without a call each.
                 item = field_value if type(field_value) in _AS_IS else self.plain(field_value)
                 if item is not None:
                     converted[name] = item
-            self._converted[key] = (value, converted)
+            self._converted[id(value)] = (value, converted)
             return converted
         if isinstance(value, dict):
             converted = {}
