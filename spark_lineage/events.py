@@ -535,8 +535,10 @@ def _configured_run_facets(config: LineageConfig, environ: Mapping[str, str]) ->
     return facets
 
 
+@lru_cache(maxsize=64)
 def parent_facet(parent: ParentJob, root: ParentJob) -> parent_run.ParentRunFacet:
-    """The ``parent`` run facet: the run this one belongs to, and the root of that run's tree."""
+    """The ``parent`` run facet: the run this one belongs to, and the root of that run's tree (made once per
+    parent and root: a facet is never changed once made, so every run of a parent shares it)."""
     return parent_run.ParentRunFacet(
         run=parent_run.Run(runId=parent.run_id),
         job=parent_run.Job(namespace=parent.namespace, name=parent.name),
@@ -556,14 +558,9 @@ def only_enabled(facets: dict[str, Any], enabled: Callable[[str], bool]) -> dict
 def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> dict[str, Any]:
     """The dataset facets of a dataset, in any engine's events: data source, schema, symlinks, lifecycle, and
     whatever the handler attached."""
-    ns = dataset.identifier.namespace
-    facets: dict[str, Any] = {
-        "dataSource": datasource_dataset.DatasourceDatasetFacet(name=ns, uri=ns, producer=PRODUCER),
-    }
+    facets: dict[str, Any] = {"dataSource": _datasource_facet(dataset.identifier.namespace)}
     if dataset.schema is not None:
-        facets["schema"] = schema_dataset.SchemaDatasetFacet(
-            fields=[_schema_field(f) for f in dataset.schema], producer=PRODUCER
-        )
+        facets["schema"] = _schema_facet(tuple(dataset.schema))
     if dataset.symlinks:
         facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
             identifiers=[
@@ -586,6 +583,19 @@ def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> d
         facets["columnLineage"] = column_lineage_facet(dataset.column_lineage)
     facets.update(dataset.extra_facets)
     return only_enabled(facets, enabled)
+
+
+@lru_cache(maxsize=64)
+def _datasource_facet(namespace: str) -> datasource_dataset.DatasourceDatasetFacet:
+    """``dataSource``, made once per namespace (as every facet made once per value here: a facet is never changed
+    once made, and openlineage-python checks each field of each facet as it is made)."""
+    return datasource_dataset.DatasourceDatasetFacet(name=namespace, uri=namespace, producer=PRODUCER)
+
+
+@lru_cache(maxsize=256)
+def _schema_facet(schema: tuple[SchemaField, ...]) -> schema_dataset.SchemaDatasetFacet:
+    """``schema``, made once per schema (most queries read and write the same tables)."""
+    return schema_dataset.SchemaDatasetFacet(fields=[_schema_field(f) for f in schema], producer=PRODUCER)
 
 
 def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.ColumnLineageDatasetFacet:
