@@ -5,6 +5,8 @@
   what became of each of its events;
 - :mod:`~spark_lineage.delivery.sender`: the thread that sends what the spool holds, with one backoff per
   backend;
+- :mod:`~spark_lineage.delivery.enrichment`: what openlineage-python's client does to an event, done before it
+  is spooled;
 - :mod:`~spark_lineage.delivery.payloads`: events as the spool stores them;
 - :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, how it is made to
   leave retries to the spool, and how a spooled event's JSON goes out through it as it is;
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from spark_lineage import costs
 from spark_lineage.costs import Stage
 from spark_lineage.delivery.encoding import EventEncoder
+from spark_lineage.delivery.enrichment import Enricher, prepare
 from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
@@ -49,6 +52,7 @@ __all__ = [
     "create_client",
     "fates_line",
     "open_spool",
+    "prepare",
     "undelivered",
     "where_events_go",
 ]
@@ -117,10 +121,11 @@ class Delivery:
         if not self.enabled or not events:
             return
         prepared: list[tuple[Event, Event]] = []
+        enrich = Enricher(self.client)
         for event in events:
             try:
                 with costs.stage(Stage.ENRICHMENT):
-                    enriched = prepare(self.client, event)
+                    enriched = enrich(event)
                 if enriched is not None:
                     prepared.append((event, enriched))
             except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
@@ -259,28 +264,3 @@ def _job_name(event: Event) -> str:
         return f"{job.namespace}/{job.name}" if job is not None else "/"
     except Exception:  # noqa: BLE001 - counted lost all the same, under no name
         return "/"
-
-
-def prepare(client: OpenLineageClient, event: Event) -> Event | None:
-    """What openlineage-python's client does to an event before its transport sends it (environment and tag
-    facets, source location, dataset-name reduction, filters), done once, before the event is spooled. The
-    environment facet only when the client is configured to collect variables: without any, looking for them
-    is a pass over the process's whole environment per event that adds nothing."""
-    steps = ("add_environment_facets", "update_event_tags_facets", "add_source_code_location_facet")
-    for step in steps if _collects_environment_variables(client) else steps[1:]:
-        method = getattr(client, step, None)
-        if method is not None:
-            event = method(event)
-    if client.config.dataset.reducing_enabled and hasattr(client, "reduce_datasets"):
-        event = client.reduce_datasets(event)  # type: ignore[assignment]  # it keeps the event's class
-    if getattr(client, "_filters", None) and client.filter_event(event) is None:
-        return None
-    return event
-
-
-def _collects_environment_variables(client: OpenLineageClient) -> bool:
-    """Whether openlineage-python's client puts environment variables in events (``facets.environment_variables``
-    in its configuration; yes when its configuration does not say)."""
-    facets = getattr(getattr(client, "config", None), "facets", None)
-    variables = getattr(facets, "environment_variables", None)
-    return variables is None or bool(variables)
