@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import attr
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -36,6 +35,7 @@ from spark_lineage import costs, naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.costs import Stage
+from spark_lineage.delivery.encoding import attrs_field_names
 from spark_lineage.facets import (
     LOGICAL_PLAN_FACET,
     PRODUCER,
@@ -71,18 +71,14 @@ def _job_type_facet(job_type: str, processing: str) -> job_type_job.JobTypeJobFa
 
 
 _T = TypeVar("_T", bound="AttrsInstance")
-_ATTRIBUTES: dict[type, tuple[str, ...]] = {}
 
 
 def _unchecked(original: _T, **changes: Any) -> _T:
     """A copy of the attrs object ``original`` with ``changes``, set as attrs' own copying sets them (without
     the class's validators), for values that were checked already (see :meth:`EventBuilder._same_run`)."""
     cls = type(original)
-    names = _ATTRIBUTES.get(cls)
-    if names is None:
-        names = _ATTRIBUTES[cls] = tuple(field.name for field in attr.fields(cls))
     copied = object.__new__(cls)
-    for name in names:
+    for name in attrs_field_names(cls) or ():
         object.__setattr__(copied, name, changes[name] if name in changes else getattr(original, name))
     return copied
 

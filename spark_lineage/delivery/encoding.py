@@ -37,7 +37,8 @@ _FIELDS: dict[type, tuple[str, ...] | None] = {}
 """Each class's attrs fields, by name (``None`` for a class that is no attrs class), once looked up."""
 
 
-def _fields(cls: type) -> tuple[str, ...] | None:
+def attrs_field_names(cls: type) -> tuple[str, ...] | None:
+    """The attribute names of an attrs class's fields (``None`` for a class that is no attrs class)."""
     if cls in _FIELDS:
         return _FIELDS[cls]
     names = _FIELDS[cls] = tuple(field.name for field in attr.fields(cls)) if attr.has(cls) else None
@@ -119,7 +120,7 @@ class EventEncoder:
         known = self._converted.get(id(value))
         if known is not None:  # an attrs object met before (kept by the encoder: its id is still its own)
             return known[1]
-        names = _FIELDS[cls] if cls in _FIELDS else _fields(cls)
+        names = _FIELDS[cls] if cls in _FIELDS else attrs_field_names(cls)
         if names is not None:
             converted = {}
             for name in names:
