@@ -10,8 +10,11 @@ Serde's options, so the text is Serde's, byte for byte (``tests/unit/test_encodi
 An event's input and output datasets (most of its text: schemas, column lineage) are written once each: the
 rest of the event is written with a marker in each one's place, and the markers are replaced by the datasets'
 JSON. ``json.dumps`` writes a list item by item with fixed separators, so the text is the one it would write of
-the whole. A check run on each piece of text (:meth:`EventEncoder.encode_checked`: the redactor's quick look)
-runs once per dataset, too.
+the whole.
+
+:meth:`EventEncoder.holds` asks a check (the redactor's quick look) of the strings an event holds, keys and
+values, as they are before JSON escapes them, in one text: each converted dict once per encoder, so a query's
+RUNNING and COMPLETE events are looked into only where their START differs.
 
 Serde's rules, as it applies them: attrs objects become dicts of their fields (by attribute name, so
 ``_producer`` stays ``_producer``); tuples, lists and sets become lists; a ``None`` value is left out of a dict,
@@ -67,19 +70,15 @@ class EventEncoder:
 
     def __init__(self) -> None:
         self._converted: dict[int, tuple[Any, Any]] = {}
-        self._written: dict[int, tuple[Any, str, list[bool]]] = {}
-        """Each dataset's converted dict (kept, so that its identity stays its own), its JSON, and what the
-        check said of it (once asked), by that identity."""
+        self._written: dict[int, tuple[Any, str]] = {}
+        """Each dataset's converted dict (kept, so that its identity stays its own) and its JSON, by that
+        identity."""
+        self._looked: dict[int, Any] = {}
+        """Each converted dict a check looked into and did not hold for (kept), by its identity."""
 
     def encode(self, event: Any) -> str:
         """``event`` as ``Serde.to_json(event)`` writes it: an attrs object or a dict (anything else raises
         ``TypeError``, as Serde does)."""
-        return self.encode_checked(event)[0]
-
-    def encode_checked(self, event: Any, check: Callable[[str], bool] | None = None) -> tuple[str, bool]:
-        """:meth:`encode`, and whether ``check`` holds for any piece of the text: the event's text without its
-        datasets, or one of its datasets' (each dataset is checked once per encoder). ``check`` must hold for a
-        text whenever it holds for a piece of it that lies within one JSON string."""
         if not (isinstance(event, dict) or attr.has(type(event))):
             raise TypeError(f"not an event: {type(event).__qualname__}")
         document = self.plain(event)
@@ -92,25 +91,56 @@ class EventEncoder:
                     document[key] = [f"{_MARKER}{len(datasets) + index}" for index in range(len(items))]
                     datasets.extend(items)
         rest = _dumps(document)
-        flagged = check is not None and check(rest)
+        if not datasets:
+            return rest
         texts = [self._write(dataset) for dataset in datasets]
-        if check is not None and not flagged:
-            flagged = any(self._check(dataset, text, check) for dataset, text in zip(datasets, texts))
-        if not texts:
-            return rest, flagged
-        return _MARKED.sub(lambda found: texts[int(found.group(1))], rest), flagged
+        return _MARKED.sub(lambda found: texts[int(found.group(1))], rest)
+
+    def holds(self, event: Any, check: Callable[[str], bool]) -> bool:
+        """Whether ``check`` holds for the strings of ``event`` (an attrs object or a dict): its keys (the names
+        of attrs fields among them), text values, and what stands for a value JSON cannot hold, as they are,
+        not as JSON writes them (``\\u00fc`` for ``ü``), joined by NULs. ``check`` must hold for such a text
+        whenever it holds for one of the strings. Each converted dict it did not hold for is looked into once
+        per encoder: the parts a query's events share are looked at with its START."""
+        looked: list[Any] = []
+        strings: list[str] = []
+        self._gather(self.plain(event), strings, looked)
+        if strings and check("\x00".join(strings)):
+            return True
+        for value in looked:
+            self._looked[id(value)] = value
+        return False
 
     def _write(self, dataset: Any) -> str:
         known = self._written.get(id(dataset))
         if known is None:
-            known = self._written[id(dataset)] = (dataset, _dumps(dataset), [])
+            known = self._written[id(dataset)] = (dataset, _dumps(dataset))
         return known[1]
 
-    def _check(self, dataset: Any, text: str, check: Callable[[str], bool]) -> bool:
-        said = self._written[id(dataset)][2]
-        if not said:
-            said.append(check(text))
-        return said[0]
+    def _gather(self, value: Any, strings: list[str], looked: list[Any]) -> None:
+        """Add the strings of ``value`` (a converted value) to ``strings``, and its dicts to ``looked``, leaving
+        out the dicts looked into before."""
+        cls = type(value)
+        if cls is dict:
+            if id(value) in self._looked:
+                return
+            looked.append(value)
+            for key, item in value.items():
+                strings.append(key if type(key) is str else str(key))
+                if type(item) is str:
+                    strings.append(item)
+                elif item is not None and type(item) not in _NUMBERS:
+                    self._gather(item, strings, looked)
+        elif cls is list:
+            for item in value:
+                if type(item) is str:
+                    strings.append(item)
+                elif item is not None and type(item) not in _NUMBERS:
+                    self._gather(item, strings, looked)
+        elif cls is str:
+            strings.append(value)
+        elif value is not None and cls not in _NUMBERS:
+            strings.append(value if isinstance(value, str) else _non_serializable(value))
 
     def plain(self, value: Any) -> Any:
         """``value`` as Serde's ``to_dict`` makes it (for an attrs object: a dict of its non-null fields)."""
@@ -152,6 +182,7 @@ class EventEncoder:
 
 _AS_IS = frozenset({str, int, float, bool})
 """The types Serde writes as they are (exactly these: an enum that is also a ``str`` is written as its value)."""
+_NUMBERS = frozenset({int, float, bool})
 
 
 def _serde_writes(value: Any) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Union
 
 from openlineage.client.event_v2 import (
@@ -62,16 +61,13 @@ def to_payload(
     ``encoder``: the one the events built with this one are encoded with, so that the parts they share are
     converted once (see :mod:`~spark_lineage.delivery.encoding`)."""
     producing = producer is not None and producer != PRODUCER
-    # The redactor's quick look, on each piece the encoder writes (each dataset once for a query's events).
-    piecewise = redactor is not None and redactor.checks_piecewise and not producing
+    encoder = encoder or EventEncoder()
     with costs.stage(Stage.JSON):
-        text, flagged = (encoder or EventEncoder()).encode_checked(
-            event, partial(_looked_at, redactor) if piecewise and redactor is not None else None
-        )
+        text = encoder.encode(event)
         if producing and producer is not None:
             text = json.dumps(_with_producer(json.loads(text), producer), sort_keys=True)
     with costs.stage(Stage.REDACTION):
-        if redactor is not None and (flagged if piecewise else redactor.needs_redaction(text)):
+        if redactor is not None and _needs_redaction(redactor, encoder, event, text, piecewise=not producing):
             text = json.dumps(redactor.document(json.loads(text)), sort_keys=True)
     job = getattr(event, "job", None)
     run = getattr(event, "run", None)
@@ -81,9 +77,14 @@ def to_payload(
     return Payload(text, run.runId if run is not None else "", name, job_type == APPLICATION_JOB_TYPE)
 
 
-def _looked_at(redactor: Redactor, text: str) -> bool:
-    with costs.stage(Stage.REDACTION):
-        return redactor.needs_redaction(text)
+def _needs_redaction(redactor: Redactor, encoder: EventEncoder, event: Event, text: str, *, piecewise: bool) -> bool:
+    """Whether a rule of ``redactor`` could change the event ``text`` is. When its rules never match across
+    the punctuation between JSON values, the event's strings are looked at as they are, each converted part
+    once per encoder (see :meth:`~spark_lineage.delivery.encoding.EventEncoder.holds`); otherwise the whole
+    text, and any text with a JSON escape (``\\u00fc`` hides ``ü`` from a secret's search) is redacted."""
+    if piecewise and redactor.checks_piecewise:
+        return encoder.holds(event, redactor.needs_redaction)
+    return "\\u" in text or redactor.needs_redaction(text)
 
 
 def _with_producer(document: Any, producer: str) -> Any:

@@ -91,8 +91,9 @@ def test_what_is_no_event_is_refused_as_serde_refuses_it() -> None:
         EventEncoder().encode(object())
 
 
-def test_datasets_are_written_and_checked_once_per_encoder_and_spliced_in_where_they_stand() -> None:
-    """Each dataset's text is written once per encoder, and a check runs on it once; the events are Serde's."""
+def test_datasets_are_written_once_and_each_part_looked_into_once_per_encoder() -> None:
+    """Each dataset's text is written once per encoder and spliced in where it stands (the events are Serde's),
+    and a check looks into each converted part once."""
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 
     inputs = [InputDataset(namespace="file", name=f"/in/{index}") for index in range(3)]
@@ -109,20 +110,42 @@ def test_datasets_are_written_and_checked_once_per_encoder_and_spliced_in_where_
         )
         for state in (RunState.START, RunState.RUNNING, RunState.COMPLETE)
     ]
-    looked_at: list[str] = []
+    looked_at: list[list[str]] = []
 
     def check(text: str) -> bool:
-        looked_at.append(text)
-        return "/in/2" in text
+        looked_at.append(text.split("\x00"))
+        return "/in/2" in looked_at[-1]
 
     encoder = EventEncoder()
-    results = [encoder.encode_checked(event, check) for event in events]
-    assert [text for text, _ in results] == [Serde.to_json(event) for event in events]
-    assert [flagged for _, flagged in results] == [True, False, True]
-    datasets = [text for text in looked_at if text.startswith("{") and '"eventTime"' not in text]
-    # Three events' rests, and each of the four datasets once (the check stops at the first that holds).
-    assert len(looked_at) - len(datasets) == 3
-    assert sorted(datasets) == sorted({Serde.to_json(d) for d in [*inputs, output]})
+    texts = [encoder.encode(event) for event in events]
+    assert texts == [Serde.to_json(event) for event in events]
+    assert [encoder.holds(event, check) for event in events] == [True, False, True]
+    # The START held "/in/2": nothing of it counts as looked at. The RUNNING event's parts are looked at once;
+    # the COMPLETE's input "/in/2" again, but not its output, met in the RUNNING event.
+    assert [[text.count("/in/0"), text.count("/in/2"), text.count("/out")] for text in looked_at] == [
+        [1, 1, 1],
+        [1, 0, 1],
+        [0, 1, 0],
+    ]
+    assert [text.count("eventTime") for text in looked_at] == [1, 1, 1]  # each event is an object of its own
+    assert encoder.holds(events[1], check) is False
+    assert len(looked_at) == 3  # nothing left to look at
+
+
+@pytest.mark.parametrize(
+    ("value", "looked_at"),
+    [
+        ("é-ü", ["é-ü"]),  # as it is, not as JSON escapes it
+        (42, []),
+        (datetime.timedelta(seconds=1), ["<<non-serializable: timedelta>>"]),
+    ],
+)
+def test_the_check_sees_each_value_as_it_is_and_what_stands_for_one_json_cannot_hold(
+    value: Any, looked_at: list[str]
+) -> None:
+    seen: list[str] = []
+    assert not EventEncoder().holds({"eventTime": "t", "note": value}, lambda text: seen.append(text) is not None)
+    assert seen == ["\x00".join(["eventTime", "t", "note", *looked_at])]
 
 
 def test_dict_events_whose_datasets_come_and_go_keep_their_own_text() -> None:

@@ -188,6 +188,17 @@ def test_documents_are_looked_at_piece_by_piece_only_where_no_rule_can_match_acr
     assert redactor.checks_piecewise is piecewise  # until the secrets change
 
 
+@pytest.mark.parametrize("pattern", [None, "internal-[0-9]+"])
+def test_a_known_secret_that_json_escapes_is_found_all_the_same(pattern: str | None) -> None:
+    """JSON writes ``ü`` as ``\\u00fc``: a look at the text alone missed such a secret, and it was spooled."""
+    redactor = Redactor(pattern)
+    redactor.learn(["Grüße-geheim-77"])
+    payload = to_payload(_event("SELECT 'Grüße-geheim-77'", "db.t"), redactor)
+    assert "Gr\\u00fc\\u00dfe-geheim-77" in to_payload(_event("SELECT 'Grüße-geheim-77'", "db.t")).json
+    assert "geheim" not in payload.json
+    assert REDACTED in json.loads(payload.json)["job"]["facets"]["sql"]["query"]
+
+
 def test_an_event_without_secrets_is_spooled_as_openlineage_python_writes_it() -> None:
     event = _event("SELECT * FROM db.t", "db.t")
     assert to_payload(event, Redactor()).json == to_payload(event).json
