@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 from openlineage.client.dataset.dataset import DatasetConfig
@@ -117,6 +118,7 @@ def use_trimmers(disabled: tuple[str, ...] = (), extra: tuple[str, ...] = ()) ->
     _active_trimmers = tuple(
         DatasetConfig(disabled_trimmers=list(disabled), extra_trimmers=list(extra)).get_dataset_name_trimmers()
     )
+    from_location.cache_clear()
 
 
 def trim_name(name: str) -> str:
@@ -133,12 +135,14 @@ def trim_name(name: str) -> str:
     return name
 
 
+@lru_cache(maxsize=1024)
 def from_location(location: str) -> DatasetIdentifier:
     """The dataset a storage location stands for: a file-source path, a table's location.
 
     Accepts URIs (``file:/x``, ``file:///x``, ``s3a://bucket/key``, ``hdfs://nn:8020/p``, ...) and bare
     absolute paths. Trailing slashes are dropped, and trailing partition-like directories trimmed, as
-    openlineage-spark does.
+    openlineage-spark does. Each location is named once (the trimmers' regular expressions are most of the
+    cost, and a job reads the same locations query after query), until :func:`use_trimmers` changes them.
     """
     identifier = _split_location(location)
     return DatasetIdentifier(identifier.namespace, trim_name(identifier.name))
