@@ -333,6 +333,7 @@ class Sender:
                     self._forget_delivered(lane)
             return True
         finally:
+            lane.emit.batch_ended()
             self._forget_delivered(lane)
 
     def _begin_send(self, lane: Lane, rest: list[SpooledEvent], doublings: int) -> bool:

@@ -30,6 +30,7 @@ environment while the process runs is used from then on, within that time.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
 import io
@@ -43,7 +44,7 @@ from urllib.parse import parse_qsl, urlencode, urljoin
 
 import requests
 from openlineage.client.transport import get_default_factory
-from openlineage.client.transport.file import FileTransport
+from openlineage.client.transport.file import FileTransport, LocalFileHandler
 from openlineage.client.transport.http import HttpTransport
 from openlineage.client.transport.transport import Transport, TransportFactory
 
@@ -334,8 +335,20 @@ def leave_retries_to_the_spool(transport: Any) -> None:
         leave_retries_to_the_spool(transport.transport)
 
 
-SpooledEmit = Callable[[str], object]
-"""Sends one spooled event, given its JSON as the spool holds it; raises when the backend did not take it."""
+class SpooledEmit:
+    """Sends spooled events one by one, given each one's JSON as the spool holds it (``emit(text)`` raises when
+    the backend did not take it), and hears when a batch of them ends."""
+
+    __slots__ = ("_send",)
+
+    def __init__(self, send: Callable[[str], object]) -> None:
+        self._send = send
+
+    def __call__(self, text: str) -> object:
+        return self._send(text)
+
+    def batch_ended(self) -> None:
+        """The batch of events sent since the last call is over: let go of what was kept for it."""
 
 
 def spooled_emitter(transport: Any) -> SpooledEmit:
@@ -344,12 +357,14 @@ def spooled_emitter(transport: Any) -> SpooledEmit:
     subclass may send differently, and gets the event."""
     kind = type(transport)
     if kind is HttpTransport:
-        return _HttpEmitter(transport)
+        return SpooledEmit(_HttpEmitter(transport))
     if kind is FileTransport and not transport.config.debug_mode:
-        return functools.partial(_emit_file, transport)
+        if transport.config.append and isinstance(transport._file_handler, LocalFileHandler):
+            return _AppendingFileEmit(transport)
+        return SpooledEmit(functools.partial(_emit_file, transport))
     if kind in (PrintingConsoleTransport, AcknowledgedKafkaTransport):
-        return transport.emit_json  # type: ignore[no-any-return]
-    return lambda text: transport.emit(from_payload(text))
+        return SpooledEmit(transport.emit_json)
+    return SpooledEmit(lambda text: transport.emit(from_payload(text)))
 
 
 class EnvironmentOnce:
@@ -462,15 +477,56 @@ class _HttpEmitter:
         return known[2].copy()
 
 
+class _AppendingFileEmit(SpooledEmit):
+    """:func:`_emit_file` for a local file the transport appends to, opened once for a batch of events, not once
+    for each: each event is written through to the file (flushed) before it counts as sent, and the file is
+    closed when the batch ends (so a file moved aside between batches is followed)."""
+
+    __slots__ = ("_file", "_path", "transport")
+
+    def __init__(self, transport: FileTransport) -> None:
+        super().__init__(functools.partial(_emit_file, transport))
+        self.transport = transport
+        self._file: Any = None
+        self._path = ""
+
+    def __call__(self, text: str) -> object:
+        if self._file is None:
+            self._path = self.transport._get_file_path(None)  # type: ignore[arg-type]  # read only in debug mode
+            self._file = _file_failure(self._path, lambda: self.transport._file_handler.open_file(self._path, "a"))
+        file = self._file
+        try:
+            _file_failure(self._path, lambda: (file.write(text + "\n"), file.flush()))
+        except Exception:
+            self.batch_ended()
+            raise
+        return None
+
+    def batch_ended(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):  # written and flushed already: nothing is lost
+                file.close()
+
+
+def _file_failure(path: str, action: Callable[[], Any]) -> Any:
+    """``action()``, failing as ``FileTransport.emit`` fails."""
+    try:
+        return action()
+    except (PermissionError, io.UnsupportedOperation) as error:
+        raise RuntimeError(f"Log file `{path}` is not writeable") from error
+    except Exception as error:
+        raise RuntimeError(f"Failed to write to log file `{path}`: {error}") from error
+
+
 def _emit_file(transport: FileTransport, text: str) -> None:
     """``transport.emit`` with ``text`` as the event's JSON, outside debug mode: one line appended to the file,
     or a file of its own, through the transport's own file handler (local or fsspec), failing as ``emit``
     does."""
     path = transport._get_file_path(None)  # type: ignore[arg-type]  # read only in debug mode
-    try:
+
+    def append() -> None:
         with transport._file_handler.open_file(path, "a" if transport.config.append else "w") as file:
             file.write(text + "\n")
-    except (PermissionError, io.UnsupportedOperation) as error:
-        raise RuntimeError(f"Log file `{path}` is not writeable") from error
-    except Exception as error:
-        raise RuntimeError(f"Failed to write to log file `{path}`: {error}") from error
+
+    _file_failure(path, append)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +259,26 @@ def test_the_file_transport_appends_the_spooled_json_as_it_is(tmp_path: Path) ->
     transport = FileTransport(FileConfig(log_file_path=str(log_file), append=True))
     assert Sender(spool, DESTINATION, transport, ErrorLog()).close(30)
     assert log_file.read_text() == "".join(text + "\n" for text in texts)
+
+
+def test_the_appended_file_is_opened_once_a_batch_each_event_written_through_and_a_moved_file_followed(
+    tmp_path: Path,
+) -> None:
+    texts = [to_payload(_event(run)).json for run in range(3)]
+    log_file = tmp_path / "events.jsonl"
+    emit = spooled_emitter(FileTransport(FileConfig(log_file_path=str(log_file), append=True)))
+    emit(texts[0])
+    assert log_file.read_text() == texts[0] + "\n"  # on disk before the send counts as done
+    opened = os.stat(log_file).st_ino
+    log_file.rename(tmp_path / "moved.jsonl")
+    emit(texts[1])  # the batch's file, wherever it went
+    emit.batch_ended()
+    assert (tmp_path / "moved.jsonl").read_text() == texts[0] + "\n" + texts[1] + "\n"
+    emit(texts[2])  # the next batch opens the file its path names
+    emit.batch_ended()
+    emit.batch_ended()
+    assert log_file.read_text() == texts[2] + "\n"
+    assert os.stat(log_file).st_ino != opened
 
 
 def test_the_file_transport_writes_a_file_per_spooled_event_as_emit_names_it(tmp_path: Path) -> None:
