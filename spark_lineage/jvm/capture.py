@@ -134,9 +134,10 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         opens them, when a prober missed (the tree reader's too: one thread reads at a time)."""
         self._headers: dict[tuple[str, ...], Any] = {}
         self._bodies: dict[BodyOptions, Any] = {}
+        self._bodies_and_headers: dict[tuple[BodyOptions, tuple[str, ...]], Any] = {}
         self._session_conf: Any = None
 
-    # --- the two calls ---------------------------------------------------------------------------------
+    # --- the calls ------------------------------------------------------------------------------------
 
     def header(self, query_execution: Any, accessors: tuple[str, ...]) -> list[Field]:
         function = self._headers.get(accessors)
@@ -150,6 +151,21 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         if function is None:
             function = self._bodies[options] = self._answer(self._body_steps(options))
         return self._fields(call(function, "apply", query_execution, exception), len(BodyField))
+
+    def body_and_header(
+        self, query_execution: Any, exception: Any, options: BodyOptions, accessors: tuple[str, ...]
+    ) -> tuple[list[Field], list[Field]]:
+        """The body's fields, read with ``options`` (guessed: those of the last query), and then the header's, in
+        one call. The body goes first: when the call fails, the header has taken nothing out of the JVM yet (it
+        takes the query's jobs), and the two calls can be made one after the other."""
+        key = (options, accessors)
+        function = self._bodies_and_headers.get(key)
+        if function is None:
+            function = self._bodies_and_headers[key] = self._answer(
+                self._then(self._body_steps(options), self._header_steps(accessors))
+            )
+        fields = self._fields(call(function, "apply", query_execution, exception), len(BodyField) + len(HeaderField))
+        return fields[: len(BodyField)], fields[len(BodyField) :]
 
     def session_conf(self, session: Any) -> str:
         """Every conf ``session`` sees (its SQLConf's ``getAllConfs``: every SparkConf entry and the runtime

@@ -117,6 +117,8 @@ class QueryReader:
         self._active_on: int | None = None
         self._rules: CaptureRules | None = None
         self._errors: list[str] = []
+        self._last_options: dict[tuple[str, ...], BodyOptions] = {}
+        """The body options of the last query read, by its plan accessors: the next one's guess."""
 
     def use_session(self, jsession: Callable[[], Any], key: str) -> None:
         """Read the next queries through the session ``key`` names (``jsession()`` gives it, asked only when the
@@ -147,8 +149,20 @@ class QueryReader:
         if functions is None or probes is None:
             return self._capture_slowly(pending, rules, query)
         qe = pending.query_execution
+        # The body's options are those of the last query read with the same plan accessors, most of the time:
+        # guessed, the body and the header are read in one call, and the body again only when the guess was wrong.
+        guess = self._last_options.get(pending.plans)
+        read: list[Field] | None = None
         try:
-            header = functions.header(qe, pending.plans)
+            if guess is not None:
+                try:
+                    read, header = functions.body_and_header(qe, pending.exception, guess, pending.plans)
+                except Exception as error:  # noqa: BLE001 - asked for one by one, each failure then said on its own
+                    log.debug("spark_lineage: a query's body and header, read at once, are read apart: %s", error)
+                    read = None
+                    header = functions.header(qe, pending.plans)
+            else:
+                header = functions.header(qe, pending.plans)
         except Exception:
             log.debug("spark_lineage: a query's header could not be read", exc_info=True)
             return self._capture_slowly(pending, rules, query)
@@ -175,8 +189,9 @@ class QueryReader:
             metrics=rules.wants_metrics(simple_class_name(str(header[HeaderField.ROOT_CLASS]))),
             logical_plan=rules.logical_plan_json,
         )
+        self._last_options[pending.plans] = options
         try:
-            body = functions.body(qe, pending.exception, options)
+            body = read if read is not None and options == guess else functions.body(qe, pending.exception, options)
         except Exception:  # read the Python way (the header took the query's jobs out: kept)
             log.debug("spark_lineage: a query's body could not be read", exc_info=True)
             fresh = CapturedQuery(pending.func_name, query.start_ms, query.end_ms, tree=None, jobs=query.jobs)
