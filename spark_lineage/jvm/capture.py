@@ -134,38 +134,64 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         opens them, when a prober missed (the tree reader's too: one thread reads at a time)."""
         self._headers: dict[tuple[str, ...], Any] = {}
         self._bodies: dict[BodyOptions, Any] = {}
-        self._bodies_and_headers: dict[tuple[BodyOptions, tuple[str, ...]], Any] = {}
+        self._bodies_and_headers: dict[tuple[BodyOptions, tuple[str, ...]], tuple[Any, Any, Any]] = {}
+        """Each function of a body and a header, with the body's and the header's function it calls."""
         self._session_conf: Any = None
 
     # --- the calls ------------------------------------------------------------------------------------
 
     def header(self, query_execution: Any, accessors: tuple[str, ...]) -> list[Field]:
-        function = self._headers.get(accessors)
-        if function is None:
-            function = self._headers[accessors] = self._answer(self._header_steps(accessors))
+        function = self._header_function(accessors)
         return self._fields(call(function, "apply", query_execution, None), len(HeaderField))
 
     def body(self, query_execution: Any, exception: Any, options: BodyOptions) -> list[Field]:
         """The body's fields (the probers are those :class:`~spark_lineage.jvm.probes.JvmProbes` set up)."""
+        function = self._body_function(options)
+        return self._fields(call(function, "apply", query_execution, exception), len(BodyField))
+
+    def _header_function(self, accessors: tuple[str, ...]) -> Any:
+        function = self._headers.get(accessors)
+        if function is None:
+            function = self._headers[accessors] = self._answer(self._header_steps(accessors))
+        return function
+
+    def _body_function(self, options: BodyOptions) -> Any:
         function = self._bodies.get(options)
         if function is None:
             function = self._bodies[options] = self._answer(self._body_steps(options))
-        return self._fields(call(function, "apply", query_execution, exception), len(BodyField))
+        return function
 
     def body_and_header(
         self, query_execution: Any, exception: Any, options: BodyOptions, accessors: tuple[str, ...]
-    ) -> tuple[list[Field], list[Field]]:
+    ) -> tuple[list[Field], list[Field]] | None:
         """The body's fields, read with ``options`` (guessed: those of the last query), and then the header's, in
-        one call. The body goes first: when the call fails, the header has taken nothing out of the JVM yet (it
-        takes the query's jobs), and the two calls can be made one after the other."""
+        one call; ``None`` where answers cross in pieces (they cannot be joined). The call runs the body's
+        function and then the header's, the same functions :meth:`body` and :meth:`header` call (the JIT
+        compiles each once): when the body fails, the header has taken nothing out of the JVM yet (it takes the
+        query's jobs), and the two can be asked for one after the other."""
+        if not self.whole:
+            return None
+        body = self._body_function(options)
+        header = self._header_function(accessors)
         key = (options, accessors)
-        function = self._bodies_and_headers.get(key)
-        if function is None:
-            function = self._bodies_and_headers[key] = self._answer(
-                self._then(self._body_steps(options), self._header_steps(accessors))
-            )
-        fields = self._fields(call(function, "apply", query_execution, exception), len(BodyField) + len(HeaderField))
+        known = self._bodies_and_headers.get(key)
+        if known is None or known[0] is not body or known[1] is not header:
+            known = self._bodies_and_headers[key] = (body, header, self._one_after_the_other(body, header))
+        fields = self._fields(call(known[2], "apply", query_execution, exception), len(BodyField) + len(HeaderField))
         return fields[: len(BodyField)], fields[len(BodyField) :]
+
+    def _one_after_the_other(self, first: Any, then: Any) -> Any:
+        """A ``BiFunction`` answering ``first``'s answer and then ``then``'s (texts), with the same arguments."""
+        bi_function = self._classes.java_class("java.util.function.BiFunction")
+        apply = self.lookup.findVirtual(bi_function, "apply", self._method_type(self.OBJ, self.OBJ, self.OBJ))
+        concat = self.lookup.findVirtual(self.STR, "concat", self._method_type(self.STR, self.STR))
+        joined = concat.asType(self._method_type(self.OBJ, self.OBJ, self.OBJ))
+        # (first's text, value, exception) -> joined, then (value, exception, value, exception) -> joined: the
+        # outer filter (first's) runs before the inner one.
+        joined = self.mh.collectArguments(joined, 1, apply.bindTo(then))
+        joined = self.mh.collectArguments(joined, 0, apply.bindTo(first))
+        both = self.mh.permuteArguments(joined, self._method_type(self.OBJ, self.OBJ, self.OBJ), self._ints(0, 1, 0, 1))
+        return self._classes("java.lang.invoke.MethodHandleProxies").asInterfaceInstance(bi_function, both)
 
     def session_conf(self, session: Any) -> str:
         """Every conf ``session`` sees (its SQLConf's ``getAllConfs``: every SparkConf entry and the runtime

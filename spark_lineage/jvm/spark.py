@@ -154,15 +154,16 @@ class QueryReader:
         guess = self._last_options.get(pending.plans)
         read: list[Field] | None = None
         try:
+            both = None
             if guess is not None:
                 try:
-                    read, header = functions.body_and_header(qe, pending.exception, guess, pending.plans)
+                    both = functions.body_and_header(qe, pending.exception, guess, pending.plans)
                 except Exception as error:  # noqa: BLE001 - asked for one by one, each failure then said on its own
                     log.debug("spark_lineage: a query's body and header, read at once, are read apart: %s", error)
-                    read = None
-                    header = functions.header(qe, pending.plans)
-            else:
+            if both is None:
                 header = functions.header(qe, pending.plans)
+            else:
+                read, header = both
         except Exception:
             log.debug("spark_lineage: a query's header could not be read", exc_info=True)
             return self._capture_slowly(pending, rules, query)

@@ -1,11 +1,10 @@
 """The capture's fallbacks, each fault injected for real into the running reader of a lineage handle on real
 local Spark, after it was made and before the queries it reads:
 
-- a body the JVM cannot answer: the reader's body steps each end, JVM-side, with a throw, so every body call
-  (alone, or with the header after it) raises a Java exception across py4j;
-- a plan text that does not decode: the reader's body functions (alone, or with the header after them) are
-  each composed, JVM-side, with a rewrite of their answer as it leaves the JVM, the plan's text opening with a
-  tag the decoder does not know (its length, and so the fields around it, intact);
+- a body the JVM cannot answer: the reader's body functions are each composed, JVM-side, with a throw after
+  they ran, so every body call raises a Java exception across py4j;
+- a plan text that does not decode: the same composition rewrites the body's answer as it leaves the JVM, the
+  plan's text opening with a tag the decoder does not know (its length, and so the fields around it, intact);
 - a class no prober can be made for: the prober compiler's getter of one class's accessors is a method handle
   of a type no prober can be composed of, so the JVM rejects that class's prober (every other class gets its
   own).
@@ -97,66 +96,39 @@ class Jvm:
 
 
 class BodiesThen(dict[Any, Any]):
-    """A reader's body functions (``CaptureFunctions._bodies``, by their options) or its functions of a body and a
-    header (``_bodies_and_headers``, by options and accessors), where ``CaptureFunctions`` keeps them: each one,
-    made before or from now on, composed JVM-side with ``after``, a handle on its answer."""
+    """A reader's body functions by their options, where ``CaptureFunctions`` keeps them: each one, made before
+    or from now on, composed JVM-side with ``after``, a handle on its answer."""
 
-    def __init__(self, jvm: Jvm, functions: CaptureFunctions, after: Any, kept: dict[Any, Any]) -> None:
+    def __init__(self, jvm: Jvm, functions: CaptureFunctions, after: Any) -> None:
         super().__init__()
         self._jvm, self._functions, self._after = jvm, functions, after
-        for key, function in kept.items():
-            self[key] = function
+        for options, function in functions._bodies.items():
+            self[options] = function
 
-    def __setitem__(self, key: Any, function: Any) -> None:
-        super().__setitem__(key, self._jvm.then(function, self._after))
+    def __setitem__(self, options: Any, function: Any) -> None:
+        super().__setitem__(options, self._jvm.then(function, self._after))
 
-    def get(self, key: Any, default: Any = None) -> Any:
-        """The function for ``key``. One not made yet is made here, as the reader makes it: the reader would
-        call the one it made before keeping it."""
-        if key not in self:
-            functions = self._functions
-            if isinstance(key, tuple):
-                options, accessors = key
-                steps = functions._then(functions._body_steps(options), functions._header_steps(accessors))
-            else:
-                steps = functions._body_steps(key)
-            self[key] = functions._answer(steps)
-        return super().get(key, default)
+    def get(self, options: Any, default: Any = None) -> Any:
+        """The body function for ``options``. One not made yet is made here, as the reader makes it: the reader
+        would call the one it made before keeping it."""
+        if options not in self:
+            self[options] = self._functions._answer(self._functions._body_steps(options))
+        return super().get(options, default)
 
 
 def faulty_bodies(after: Callable[[Jvm], Any]) -> Inject:
-    """Every body the reader asks for runs in the JVM, and its answer (with the header's after it, when both are
-    asked for at once) goes through ``after(jvm)``."""
+    """Every body the reader asks for runs in the JVM, and its answer goes through ``after(jvm)``."""
 
     def inject(jvm: Jvm, reader: QueryReader) -> None:
         functions = reader._functions
         assert functions is not None
-        rewrite = after(jvm)
-        functions._bodies = BodiesThen(jvm, functions, rewrite, functions._bodies)
-        functions._bodies_and_headers = BodiesThen(jvm, functions, rewrite, functions._bodies_and_headers)
+        functions._bodies = BodiesThen(jvm, functions, after(jvm))
 
     return inject
 
 
-def body_throws(jvm: Jvm, reader: QueryReader) -> None:
-    """Every body the reader asks for runs in the JVM, and its last step throws: before the header's steps when
-    both are asked for at once (so the header has taken nothing out of the JVM)."""
-    functions = reader._functions
-    assert functions is not None
-    error = jvm.classes("java.lang.IllegalStateException")("injected: the body's answer was lost")
-    throw = jvm.mh.throwException(
-        jvm.gateway.jvm.java.lang.Void.TYPE, jvm.classes.java_class("java.lang.IllegalStateException")
-    ).bindTo(error)
-    step = jvm.mh.dropArguments(
-        throw,
-        0,
-        jvm.array("java.lang.Class", jvm.object, jvm.object, jvm.classes.java_class("java.lang.StringBuilder")),
-    )
-    made = functions._body_steps
-    functions._body_steps = lambda options: functions._then(made(options), step)  # type: ignore[method-assign]
-    functions._bodies, functions._bodies_and_headers = {}, {}
-
-
+body_throws = faulty_bodies(lambda jvm: jvm.throwing("injected: the body's answer was lost"))
+"""Every body the reader asks for runs in the JVM, then throws."""
 plan_text_garbled = faulty_bodies(lambda jvm: jvm.replacing_first(r"^(s\d+:)\{", "$1!"))
 """Every body's answer leaves the JVM with its plan's text (its first field: ``s<n>:`` then the text) opening
 with ``!``, a tag the decoder does not know; its length, and so every other field, as it was."""
