@@ -62,6 +62,9 @@ def test_a_query_costs_the_same_few_round_trips_with_3_or_30_inputs(
 
     assert small[Stage.CAPTURE].calls == large[Stage.CAPTURE].calls == 1
     assert small[Stage.CAPTURE].round_trips == large[Stage.CAPTURE].round_trips <= MAX_ROUND_TRIPS
+    # After a query read through the same plan accessors: its body (with that query's options) and header at
+    # once, and the release of its QueryExecution.
+    assert small[Stage.CAPTURE].round_trips == 2
     # The query's Spark jobs cost no callback into Python: none of its jobs is an RDD job.
     assert small[Stage.JOB_LISTENER] == large[Stage.JOB_LISTENER] == StageCost(0, 0, 0)
 
