@@ -465,13 +465,20 @@ def running_moments(jobs: Sequence[QueryJob]) -> list[RunningMoment]:
 
 
 def job_details_facet(details: SparkJobDetails) -> SparkJobDetailsRunFacet:
-    return SparkJobDetailsRunFacet(
+    """``spark_jobDetails`` of a Spark job: a copy of a facet made (and checked: its producer and schema URL)
+    once, with the job's own values in the fields no check looks at."""
+    return _unchecked(
+        _job_details_prototype(),
         jobId=details.job_id,
         jobDescription=details.description,
         jobGroup=details.group,
         jobCallSite=details.call_site,
-        producer=PRODUCER,
     )
+
+
+@lru_cache(maxsize=1)
+def _job_details_prototype() -> SparkJobDetailsRunFacet:
+    return SparkJobDetailsRunFacet(jobId=0, producer=PRODUCER)
 
 
 def rewritten(dataset: DatasetLineage, rewrites: DatasetRewrites) -> DatasetLineage:
@@ -629,14 +636,22 @@ def input_dataset(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> In
     input_facets = dict(dataset.input_facets)
     stats = dataset.input_statistics
     if stats is not None and "inputStatistics" not in input_facets:
-        input_facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-            rowCount=stats.rows, size=stats.bytes, fileCount=stats.files, producer=PRODUCER
-        )
+        input_facets["inputStatistics"] = _input_statistics_facet(stats.rows, stats.bytes, stats.files)
     return InputDataset(
         namespace=dataset.identifier.namespace,
         name=dataset.identifier.name,
         facets=dataset_facets(dataset, enabled),
         inputFacets=only_enabled(input_facets, enabled),
+    )
+
+
+@lru_cache(maxsize=256)
+def _input_statistics_facet(
+    rows: int | None, size: int | None, files: int | None
+) -> input_statistics_input_dataset.InputStatisticsInputDatasetFacet:
+    """``inputStatistics``, made once per value (a job reads the same files query after query)."""
+    return input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+        rowCount=rows, size=size, fileCount=files, producer=PRODUCER
     )
 
 

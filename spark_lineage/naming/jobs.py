@@ -5,14 +5,17 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 from spark_lineage.naming.locations import trim_name
 from spark_lineage.plan import RddRecord
 
 
+@lru_cache(maxsize=1024)
 def normalize_job_name(text: str | None) -> str:
     """openlineage-spark's name normalizer: ``"My App"`` -> ``my_app``, ``"InsertIntoHadoopFsRelationCommand"``
-    -> ``insert_into_hadoop_fs_relation_command``."""
+    -> ``insert_into_hadoop_fs_relation_command``. Each name once (a job names the same few nodes query after
+    query)."""
     if not text:
         return ""
     trimmed = re.sub(r"[^\w]+$", "", re.sub(r"^[^\w]+", "", text, flags=re.ASCII), flags=re.ASCII)

@@ -15,7 +15,8 @@ from openlineage.client.serde import Serde
 from spark_lineage._version import __version__
 from spark_lineage.analysis import analyze
 from spark_lineage.config import LineageConfig
-from spark_lineage.events import EventBuilder, running_moments
+from spark_lineage.events import EventBuilder, job_details_facet, running_moments
+from spark_lineage.facets import PRODUCER, SparkJobDetailsRunFacet
 from spark_lineage.handlers.relations import HadoopFsRelationHandler
 from spark_lineage.jvm.listener import PendingSqlJob, read_sql_job
 from spark_lineage.lineage import AnalysisContext
@@ -316,3 +317,27 @@ def test_no_running_events_with_deltas_session_extension() -> None:
 
     assert reports_query_jobs({}) is True
     assert reports_query_jobs({"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}) is False
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        SparkJobDetails(7, "write out_3", "nightly", "save at job.py:12"),
+        SparkJobDetails(0, None, None, None),
+    ],
+)
+def test_a_job_details_facet_is_the_one_its_checked_constructor_makes(details: SparkJobDetails) -> None:
+    """Made as a copy of a facet checked once, with the job's values: equal to the facet made and checked anew,
+    and a facet of its own (the facet copied from is never changed)."""
+    made = job_details_facet(details)
+    checked = SparkJobDetailsRunFacet(
+        jobId=details.job_id,
+        jobDescription=details.description,
+        jobGroup=details.group,
+        jobCallSite=details.call_site,
+        producer=PRODUCER,
+    )
+    assert made == checked
+    assert Serde.to_json(made) == Serde.to_json(checked)
+    assert job_details_facet(SparkJobDetails(1)) == SparkJobDetailsRunFacet(jobId=1, producer=PRODUCER)
+    assert made is not job_details_facet(details)
