@@ -144,6 +144,13 @@ def expand_class_name(short: str) -> str:
     return short
 
 
+@lru_cache(maxsize=4096)
+def _opaque(short: str) -> Opaque:
+    """The value that stands for an object of a class the walker writes by its shortened name: one per class
+    (an ``Opaque`` never changes; a plan holds dozens of data types and metadata of a few classes)."""
+    return Opaque(expand_class_name(short))
+
+
 class DecodeError(JvmError):
     """The tree's text is not what the walker writes."""
 
@@ -263,7 +270,7 @@ class _Decoder(TextReader):
                 elif tag == "E":
                     value = token
                 elif tag == "o":
-                    value = Opaque(expand(token))
+                    value = _opaque(token)
                 else:  # z<cls>;<n>;
                     semicolon = find(";", pos)
                     if semicolon < 0:
