@@ -63,6 +63,8 @@ looking for each of these strings takes a third of the time of one regular expre
 case-insensitive matching is slower still)."""
 _JSON_PUNCTUATION = frozenset('"{}[],: \t\r\n')
 """What separates JSON values in a document's text."""
+_CLEAN_KEPT = 16_384
+"""Strings :meth:`Redactor.clean_strings` holds at most before it starts afresh."""
 MIN_KNOWN_SECRET_LENGTH = 6
 """Shorter values (``true``, ``1234``) are still redacted under their keys, but not searched for elsewhere:
 replacing them in every string would mangle ordinary text."""
@@ -106,6 +108,7 @@ class Redactor:
         self._url_params: frozenset[str] = frozenset()
         self._url_param_assignments: tuple[str, ...] = ()
         self._piecewise: tuple[frozenset[str], bool] | None = None
+        self._clean: tuple[frozenset[str], tuple[str, ...], set[str]] = (frozenset(), (), set())
         self._url_params_pattern: re.Pattern[str] | None = None
         self.learn(secrets)
 
@@ -219,6 +222,15 @@ class Redactor:
             if secret in text:
                 return True
         return any(assignment in text for assignment in self._url_param_assignments)
+
+    def clean_strings(self) -> set[str]:
+        """Strings :meth:`needs_redaction` said no to under the rules as they are now, for callers to skip and
+        add to (an event's keys, names and URLs recur in every event): emptied when the rules change, and
+        when it grows past :data:`_CLEAN_KEPT`."""
+        known = self._clean
+        if known[0] is not self._secrets or known[1] is not self._url_param_assignments or len(known[2]) > _CLEAN_KEPT:
+            known = self._clean = (self._secrets, self._url_param_assignments, set())
+        return known[2]
 
     @property
     def checks_piecewise(self) -> bool:

@@ -96,17 +96,23 @@ class EventEncoder:
         texts = [self._write(dataset) for dataset in datasets]
         return _MARKED.sub(lambda found: texts[int(found.group(1))], rest)
 
-    def holds(self, event: Any, check: Callable[[str], bool]) -> bool:
+    def holds(self, event: Any, check: Callable[[str], bool], clean: set[str] | None = None) -> bool:
         """Whether ``check`` holds for the strings of ``event`` (an attrs object or a dict): its keys (the names
         of attrs fields among them), text values, and what stands for a value JSON cannot hold, as they are,
         not as JSON writes them (``\\u00fc`` for ``ü``), joined by NULs. ``check`` must hold for such a text
         whenever it holds for one of the strings. Each converted dict it did not hold for is looked into once
-        per encoder: the parts a query's events share are looked at with its START."""
+        per encoder: the parts a query's events share are looked at with its START. ``clean``: strings ``check``
+        is known not to hold for, left out (and those it did not hold for are added: the caller bounds it and
+        empties it when ``check`` changes)."""
         looked: list[Any] = []
         strings: list[str] = []
         self._gather(self.plain(event), strings, looked)
+        if clean is not None:
+            strings = [text for text in strings if text not in clean]
         if strings and check("\x00".join(strings)):
             return True
+        if clean is not None:
+            clean.update(strings)
         for value in looked:
             self._looked[id(value)] = value
         return False

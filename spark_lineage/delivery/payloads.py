@@ -79,11 +79,12 @@ def to_payload(
 
 def _needs_redaction(redactor: Redactor, encoder: EventEncoder, event: Event, text: str, *, piecewise: bool) -> bool:
     """Whether a rule of ``redactor`` could change the event ``text`` is. When its rules never match across
-    the punctuation between JSON values, the event's strings are looked at as they are, each converted part
-    once per encoder (see :meth:`~spark_lineage.delivery.encoding.EventEncoder.holds`); otherwise the whole
-    text, and any text with a JSON escape (``\\u00fc`` hides ``ü`` from a secret's search) is redacted."""
+    the punctuation between JSON values, the event's strings are looked at as they are: each converted part
+    once per encoder, each string once while the rules stay the same (see
+    :meth:`~spark_lineage.delivery.encoding.EventEncoder.holds`). Otherwise the whole text, and any text with a
+    JSON escape (``\\u00fc`` hides ``ü`` from a secret's search) is redacted."""
     if piecewise and redactor.checks_piecewise:
-        return encoder.holds(event, redactor.needs_redaction)
+        return encoder.holds(event, redactor.needs_redaction, redactor.clean_strings())
     return "\\u" in text or redactor.needs_redaction(text)
 
 

@@ -199,6 +199,18 @@ def test_a_known_secret_that_json_escapes_is_found_all_the_same(pattern: str | N
     assert REDACTED in json.loads(payload.json)["job"]["facets"]["sql"]["query"]
 
 
+def test_a_string_looked_at_before_is_looked_at_again_once_the_redactor_learns_a_secret() -> None:
+    """Strings found clean are skipped in later events, but only while the rules stay what they were."""
+    redactor = Redactor()
+    event = _event("SELECT * FROM vault WHERE k = 'opensesame-42'", "db.t")
+    assert "opensesame-42" in to_payload(event, redactor).json
+    assert "SELECT * FROM vault WHERE k = 'opensesame-42'" in redactor.clean_strings()
+    redactor.learn(["opensesame-42"])
+    assert "opensesame-42" not in to_payload(event, redactor).json
+    redactor.learn_url_params({"code": "x"})  # url parameters are rules too
+    assert redactor.clean_strings() == set()
+
+
 def test_an_event_without_secrets_is_spooled_as_openlineage_python_writes_it() -> None:
     event = _event("SELECT * FROM db.t", "db.t")
     assert to_payload(event, Redactor()).json == to_payload(event).json
