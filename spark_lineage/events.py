@@ -35,7 +35,7 @@ from spark_lineage import costs, naming
 from spark_lineage._version import __version__
 from spark_lineage.config import LineageConfig, ParentJob
 from spark_lineage.costs import Stage
-from spark_lineage.delivery.encoding import attrs_field_names
+from spark_lineage.delivery.encoding import attrs_field_names, lasting
 from spark_lineage.facets import (
     LOGICAL_PLAN_FACET,
     PRODUCER,
@@ -65,8 +65,10 @@ if TYPE_CHECKING:
 @lru_cache(maxsize=16)
 def _job_type_facet(job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
     """A ``jobType`` facet, made once per kind of job (facets are checked as they are made)."""
-    return job_type_job.JobTypeJobFacet(
-        processingType=processing, integration="SPARK", jobType=job_type, producer=PRODUCER
+    return lasting(
+        job_type_job.JobTypeJobFacet(
+            processingType=processing, integration="SPARK", jobType=job_type, producer=PRODUCER
+        )
     )
 
 
@@ -385,13 +387,15 @@ class EventBuilder:
             {key: conf[key] for key in self.config.captured_properties if key in conf}
         )
         return {
-            "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
-                version=self.session.spark_version,
-                name="spark",
-                openlineageAdapterVersion=__version__,
-                producer=PRODUCER,
+            "processing_engine": lasting(
+                processing_engine_run.ProcessingEngineRunFacet(
+                    version=self.session.spark_version,
+                    name="spark",
+                    openlineageAdapterVersion=__version__,
+                    producer=PRODUCER,
+                )
             ),
-            "spark_properties": SparkPropertiesRunFacet(properties=properties, producer=PRODUCER),
+            "spark_properties": lasting(SparkPropertiesRunFacet(properties=properties, producer=PRODUCER)),
         }
 
     def _application_details(self) -> SparkApplicationDetailsRunFacet:
@@ -400,15 +404,17 @@ class EventBuilder:
     @cached_property
     def _session_application_details(self) -> SparkApplicationDetailsRunFacet:
         s = self.session
-        return SparkApplicationDetailsRunFacet(
-            master=s.master,
-            appName=s.app_name,
-            applicationId=s.app_id,
-            deployMode=s.deploy_mode,
-            driverHost=s.driver_host,
-            userName=s.user,
-            uiWebUrl=s.ui_url,
-            producer=PRODUCER,
+        return lasting(
+            SparkApplicationDetailsRunFacet(
+                master=s.master,
+                appName=s.app_name,
+                applicationId=s.app_id,
+                deployMode=s.deploy_mode,
+                driverHost=s.driver_host,
+                userName=s.user,
+                uiWebUrl=s.ui_url,
+                producer=PRODUCER,
+            )
         )
 
     def _job_type(self, job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
@@ -542,14 +548,16 @@ def _configured_run_facets(config: LineageConfig, environ: Mapping[str, str]) ->
 def parent_facet(parent: ParentJob, root: ParentJob) -> parent_run.ParentRunFacet:
     """The ``parent`` run facet: the run this one belongs to, and the root of that run's tree (made once per
     parent and root: a facet is never changed once made, so every run of a parent shares it)."""
-    return parent_run.ParentRunFacet(
-        run=parent_run.Run(runId=parent.run_id),
-        job=parent_run.Job(namespace=parent.namespace, name=parent.name),
-        root=parent_run.Root(
-            run=parent_run.RootRun(runId=root.run_id),
-            job=parent_run.RootJob(namespace=root.namespace, name=root.name),
-        ),
-        producer=PRODUCER,
+    return lasting(
+        parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=parent.run_id),
+            job=parent_run.Job(namespace=parent.namespace, name=parent.name),
+            root=parent_run.Root(
+                run=parent_run.RootRun(runId=root.run_id),
+                job=parent_run.RootJob(namespace=root.namespace, name=root.name),
+            ),
+            producer=PRODUCER,
+        )
     )
 
 
@@ -592,13 +600,13 @@ def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> d
 def _datasource_facet(namespace: str) -> datasource_dataset.DatasourceDatasetFacet:
     """``dataSource``, made once per namespace (as every facet made once per value here: a facet is never changed
     once made, and openlineage-python checks each field of each facet as it is made)."""
-    return datasource_dataset.DatasourceDatasetFacet(name=namespace, uri=namespace, producer=PRODUCER)
+    return lasting(datasource_dataset.DatasourceDatasetFacet(name=namespace, uri=namespace, producer=PRODUCER))
 
 
 @lru_cache(maxsize=256)
 def _schema_facet(schema: tuple[SchemaField, ...]) -> schema_dataset.SchemaDatasetFacet:
     """``schema``, made once per schema (most queries read and write the same tables)."""
-    return schema_dataset.SchemaDatasetFacet(fields=[_schema_field(f) for f in schema], producer=PRODUCER)
+    return lasting(schema_dataset.SchemaDatasetFacet(fields=[_schema_field(f) for f in schema], producer=PRODUCER))
 
 
 def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.ColumnLineageDatasetFacet:
@@ -650,8 +658,10 @@ def _input_statistics_facet(
     rows: int | None, size: int | None, files: int | None
 ) -> input_statistics_input_dataset.InputStatisticsInputDatasetFacet:
     """``inputStatistics``, made once per value (a job reads the same files query after query)."""
-    return input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-        rowCount=rows, size=size, fileCount=files, producer=PRODUCER
+    return lasting(
+        input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=rows, size=size, fileCount=files, producer=PRODUCER
+        )
     )
 
 

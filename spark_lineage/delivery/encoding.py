@@ -4,8 +4,10 @@
 enums into their values. The events of one query share most of their parts: the same input datasets, facets
 and job facets appear in its START, RUNNING and COMPLETE events. :class:`EventEncoder` converts each attrs
 object once, in a single walk that applies Serde's rules as it goes, and reuses the result for every later
-event of the same encoder that holds the same object. The JSON is then written by :func:`json.dumps`, with
-Serde's options, so the text is Serde's, byte for byte (``tests/unit/test_encoding.py`` holds it to that).
+event of the same encoder that holds the same object; a facet marked :func:`lasting` (made once per value and
+never changed: a dataset's schema, the session's facets) is converted once for all encoders. The JSON is then
+written by :func:`json.dumps`, with Serde's options, so the text is Serde's, byte for byte
+(``tests/unit/test_encoding.py`` holds it to that).
 
 An event's input and output datasets (most of its text: schemas, column lineage) are written once each: the
 rest of the event is written with a marker in each one's place, and the markers are replaced by the datasets'
@@ -31,7 +33,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attr
 from openlineage.client.serde import Serde
@@ -62,6 +64,25 @@ _DATASET_KEYS = ("inputs", "outputs")
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=_non_serializable)
+
+
+_LASTING: dict[int, list[Any]] = {}
+"""The attrs objects marked :func:`lasting`, by id: each one (kept, so that its id stays its own) and its
+converted dict once an encoder made it, which every encoder then takes."""
+_LASTING_KEPT = 4096
+"""Lasting objects remembered at most (then the marks start afresh: what is not marked is converted per encoder)."""
+
+_T = TypeVar("_T")
+
+
+def lasting(value: _T) -> _T:
+    """Mark an attrs object that is never changed once made (a facet made once per value and shared by the events
+    of many queries): encoders convert it once in all, not once each. Returns it."""
+    if id(value) not in _LASTING:
+        if len(_LASTING) >= _LASTING_KEPT:
+            _LASTING.clear()
+        _LASTING[id(value)] = [value, None]
+    return value
 
 
 class EventEncoder:
@@ -158,6 +179,12 @@ class EventEncoder:
             return known[1]
         names = _FIELDS[cls] if cls in _FIELDS else attrs_field_names(cls)
         if names is not None:
+            marked = _LASTING.get(id(value))
+            if marked is not None and (marked[0] is not value or marked[1] is not None):
+                if marked[0] is value:  # converted by an encoder before
+                    self._converted[id(value)] = (value, marked[1])
+                    return marked[1]
+                marked = None
             converted = {}
             for name in names:
                 field_value = getattr(value, name)
@@ -166,6 +193,8 @@ class EventEncoder:
                 if item is not None:
                     converted[name] = item
             self._converted[id(value)] = (value, converted)
+            if marked is not None:
+                marked[1] = converted
             return converted
         if isinstance(value, dict):
             converted = {}

@@ -159,3 +159,25 @@ def test_dict_events_whose_datasets_come_and_go_keep_their_own_text() -> None:
     # Nothing of an event outlives its encoding here, so its memory is free for the next one's.
     texts = [encoder.encode(event(index)) for index in range(200)]
     assert texts == [Serde.to_json(event(index)) for index in range(200)]
+
+
+def test_a_lasting_facet_is_converted_once_for_every_encoder_and_written_as_serde_writes_it() -> None:
+    from openlineage.client.event_v2 import InputDataset, Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import datasource_dataset
+
+    from spark_lineage.delivery.encoding import lasting
+
+    shared = lasting(datasource_dataset.DatasourceDatasetFacet(name="file", uri="file", producer="p"))
+    own = datasource_dataset.DatasourceDatasetFacet(name="file", uri="file", producer="p")
+    first, second = EventEncoder(), EventEncoder()
+    assert first.plain(shared) is second.plain(shared)  # converted once, by the first encoder
+    assert first.plain(own) is not second.plain(own)
+    event = RunEvent(
+        eventType=RunState.START,
+        eventTime="2026-12-01T00:00:00.000+00:00",
+        run=Run(runId="0195f5b6-0000-7000-8000-000000000001"),
+        job=Job(namespace="default", name="job"),
+        inputs=[InputDataset(namespace="file", name="/in", facets={"dataSource": shared})],
+        producer="p",
+    )
+    assert second.encode(event) == EventEncoder().encode(event) == Serde.to_json(event)
