@@ -610,9 +610,18 @@ def _schema_facet(schema: tuple[SchemaField, ...]) -> schema_dataset.SchemaDatas
 
 
 def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.ColumnLineageDatasetFacet:
-    """``columnLineage``: per output column, its input columns and how each is used; dataset-wide ones apart."""
+    """``columnLineage``: per output column, its input columns and how each is used; dataset-wide ones apart.
+    Made once per value (a job's queries mostly write the same columns from the same ones)."""
+    return _column_lineage_facet(
+        tuple((name, tuple(sources)) for name, sources in lineage.fields.items()), tuple(lineage.dataset)
+    )
 
-    def input_fields(sources: list[ColumnSource]) -> list[column_lineage_dataset.InputField]:
+
+@lru_cache(maxsize=256)
+def _column_lineage_facet(
+    fields: tuple[tuple[str, tuple[ColumnSource, ...]], ...], dataset: tuple[ColumnSource, ...]
+) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+    def input_fields(sources: tuple[ColumnSource, ...]) -> list[column_lineage_dataset.InputField]:
         return [
             column_lineage_dataset.InputField(
                 namespace=source.column.dataset.namespace,
@@ -628,13 +637,12 @@ def column_lineage_facet(lineage: ColumnLineage) -> column_lineage_dataset.Colum
             for source in sources
         ]
 
-    return column_lineage_dataset.ColumnLineageDatasetFacet(
-        fields={
-            name: column_lineage_dataset.Fields(inputFields=input_fields(sources))
-            for name, sources in lineage.fields.items()
-        },
-        dataset=input_fields(lineage.dataset) or None,
-        producer=PRODUCER,
+    return lasting(
+        column_lineage_dataset.ColumnLineageDatasetFacet(
+            fields={name: column_lineage_dataset.Fields(inputFields=input_fields(sources)) for name, sources in fields},
+            dataset=input_fields(dataset) or None,
+            producer=PRODUCER,
+        )
     )
 
 
