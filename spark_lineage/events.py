@@ -77,7 +77,8 @@ _T = TypeVar("_T", bound="AttrsInstance")
 
 def _unchecked(original: _T, **changes: Any) -> _T:
     """A copy of the attrs object ``original`` with ``changes``, set as attrs' own copying sets them (without
-    the class's validators), for values that were checked already (see :meth:`EventBuilder._same_run`)."""
+    the class's validators), for values that were checked already (see :meth:`EventBuilder._same_run`), or
+    that no check looks at (:func:`job_details_facet`)."""
     cls = type(original)
     copied = object.__new__(cls)
     for name in attrs_field_names(cls) or ():

@@ -485,12 +485,12 @@ class _AppendingFileEmit(SpooledEmit):
     __slots__ = ("_file", "_path", "transport")
 
     def __init__(self, transport: FileTransport) -> None:
-        super().__init__(functools.partial(_emit_file, transport))
+        super().__init__(self._append)
         self.transport = transport
         self._file: Any = None
         self._path = ""
 
-    def __call__(self, text: str) -> object:
+    def _append(self, text: str) -> None:
         if self._file is None:
             self._path = self.transport._get_file_path(None)  # type: ignore[arg-type]  # read only in debug mode
             self._file = _file_failure(self._path, lambda: self.transport._file_handler.open_file(self._path, "a"))
@@ -500,7 +500,6 @@ class _AppendingFileEmit(SpooledEmit):
         except Exception:
             self.batch_ended()
             raise
-        return None
 
     def batch_ended(self) -> None:
         file, self._file = self._file, None
