@@ -13,9 +13,9 @@
    listeners asynchronously, and the analysis thread then captures and analyzes the plan before spooling.
 3. Leasing from a deep spool, without Spark: a backend that was down long enough leaves ``--backlog`` events
    waiting, and each batch a sender takes (``Spool.lease`` then ``Spool.release``) first ends the leases of
-   senders whose process has ended. Side by side: the spool as it is, and the same spool without its index of
-   leased events (``events_leased``), which makes that step read every event waiting; and the lease of one
-   lane of a sender with several requests in flight, which takes one run's events (here: one event).
+   senders whose process has ended (the leases have a table of their own, so that step reads the leases, not
+   the events waiting). Side by side: a batch of 100, and the lease of one lane of a sender with several
+   requests in flight, which takes one run's events (here: one event).
 4. Delivery throughput to a slow backend, without Spark: ``--slow-events`` events (runs of START, three RUNNING
    and COMPLETE, interleaved as a busy job spools them) to a loopback backend that takes ``--slow-seconds`` per
    request, at ``python.delivery.concurrency`` 1 and 4, side by side (at the same time: each backend only
@@ -176,37 +176,26 @@ def query_end_to_spooled(queries: int, workdir: Path) -> None:
 
 def lease_from_a_deep_spool(backlog: int, workdir: Path, batches: int = 200) -> None:
     payload = to_payload(_event(0))
-    spools = {}
-    for label in ("with the index of leased events", "without it"):
-        directory = workdir / f"backlog-{len(spools)}"
-        spool = Spool(directory)
-        # in one transaction: the backlog is the setting, not what is measured
-        with sqlite3.connect(directory / SPOOL_FILE) as db:
-            db.executemany(
-                "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
-                "VALUES ('bench', ?, ?, 0, ?, ?, 0)",
-                ((f"run-{index}", payload.job, payload.json, len(payload.json)) for index in range(backlog)),
-            )
-            if spools:
-                db.execute("DROP INDEX events_leased")
-        spools[label] = spool
-    one_run = "with it, a lane's lease (one run per batch)"
-    measured: dict[str, list[float]] = {label: [] for label in [*spools, one_run]}
-    sides = [(label, spool, False) for label, spool in spools.items()]
-    sides.append((one_run, spools["with the index of leased events"], True))
+    spool = Spool(workdir / "backlog")
+    # in one transaction: the backlog is the setting, not what is measured
+    with sqlite3.connect(workdir / "backlog" / SPOOL_FILE) as db:
+        db.executemany(
+            "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
+            "VALUES ('bench', ?, ?, 0, ?, ?, 0)",
+            ((f"run-{index}", payload.job, payload.json, len(payload.json)) for index in range(backlog)),
+        )
+    sides = {"a batch of 100": False, "a lane's lease (one run per batch)": True}
+    measured: dict[str, list[float]] = {label: [] for label in sides}
     for index in range(batches):
-        for label, spool, one in sides if index % 2 else reversed(sides):
+        for label, one in sides.items() if index % 2 else reversed(sides.items()):
             started = time.perf_counter()
             leased = spool.lease("bench", "bench-sender", 100, 60, one_run=one)
             spool.release([event.id for event in leased], "bench-sender")
             measured[label].append(time.perf_counter() - started)
-    print(f"\n3. leasing from a deep spool ({backlog} events waiting; lease and release a batch of 100)")
+    print(f"\n3. leasing from a deep spool ({backlog} events waiting; lease and release)")
     for label, samples in measured.items():
         print(_line(label, samples))
-    with_index, without = (statistics.median(measured[label]) for label in spools)
-    print(f"  without / with the index (medians): {without / with_index:.1f}")
-    for spool in spools.values():
-        spool.close()
+    spool.close()
 
 
 def _slow_backend(seconds: float) -> ThreadingHTTPServer:

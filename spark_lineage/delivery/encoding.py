@@ -16,7 +16,8 @@ the whole.
 
 :meth:`EventEncoder.holds` asks a check (the redactor's quick look) of the strings an event holds, keys and
 values, as they are before JSON escapes them, in one text: each converted dict once per encoder, so a query's
-RUNNING and COMPLETE events are looked into only where their START differs.
+RUNNING and COMPLETE events are looked into only where their START differs; a lasting facet's dict, once
+under the same rules (the same ``clean`` set), for all encoders.
 
 Serde's rules, as it applies them: attrs objects become dicts of their fields (by attribute name, so
 ``_producer`` stays ``_producer``); tuples, lists and sets become lists; a ``None`` value is left out of a dict,
@@ -67,8 +68,11 @@ def _dumps(value: Any) -> str:
 
 
 _LASTING: dict[int, list[Any]] = {}
-"""The attrs objects marked :func:`lasting`, by id: each one (kept, so that its id stays its own) and its
-converted dict once an encoder made it, which every encoder then takes."""
+"""The attrs objects marked :func:`lasting`, by id: each one (kept, so that its id stays its own), its converted
+dict once an encoder made it, which every encoder then takes, and the ``clean`` set of the rules a check of
+:meth:`EventEncoder.holds` found that dict clean under (or ``None``)."""
+_LASTING_DICTS: dict[int, list[Any]] = {}
+"""The same entries as :data:`_LASTING`, by the id of their converted dict."""
 _LASTING_KEPT = 4096
 """Lasting objects remembered at most (then the marks start afresh: what is not marked is converted per encoder)."""
 
@@ -81,7 +85,8 @@ def lasting(value: _T) -> _T:
     if id(value) not in _LASTING:
         if len(_LASTING) >= _LASTING_KEPT:
             _LASTING.clear()
-        _LASTING[id(value)] = [value, None]
+            _LASTING_DICTS.clear()
+        _LASTING[id(value)] = [value, None, None]
     return value
 
 
@@ -96,6 +101,8 @@ class EventEncoder:
         identity."""
         self._looked: dict[int, Any] = {}
         """Each converted dict a check looked into and did not hold for (kept), by its identity."""
+        self._clean: set[str] | None = None
+        """The ``clean`` set of the :meth:`holds` under way."""
 
     def encode(self, event: Any) -> str:
         """``event`` as ``Serde.to_json(event)`` writes it: an attrs object or a dict (anything else raises
@@ -123,10 +130,12 @@ class EventEncoder:
         not as JSON writes them (``\\u00fc`` for ``ü``), joined by NULs. ``check`` must hold for such a text
         whenever it holds for one of the strings. Each converted dict it did not hold for is looked into once
         per encoder: the parts a query's events share are looked at with its START. ``clean``: strings ``check``
-        is known not to hold for, left out (and those it did not hold for are added: the caller bounds it and
-        empties it when ``check`` changes)."""
+        is known not to hold for, left out (and those it did not hold for are added: the caller bounds it, and
+        gives a new set when ``check`` changes); a :func:`lasting` facet's dict looked into under the same set
+        is left out too, whichever encoder looked."""
         looked: list[Any] = []
         strings: list[str] = []
+        self._clean = clean
         self._gather(self.plain(event), strings, looked)
         if clean is not None:
             strings = [text for text in strings if text not in clean]
@@ -136,6 +145,10 @@ class EventEncoder:
             clean.update(strings)
         for value in looked:
             self._looked[id(value)] = value
+            if clean is not None:
+                entry = _LASTING_DICTS.get(id(value))
+                if entry is not None:
+                    entry[2] = clean
         return False
 
     def _write(self, dataset: Any) -> str:
@@ -150,6 +163,9 @@ class EventEncoder:
         cls = type(value)
         if cls is dict:
             if id(value) in self._looked:
+                return
+            entry = _LASTING_DICTS.get(id(value))
+            if entry is not None and entry[2] is not None and entry[2] is self._clean:
                 return
             looked.append(value)
             for key, item in value.items():
@@ -195,6 +211,7 @@ class EventEncoder:
             self._converted[id(value)] = (value, converted)
             if marked is not None:
                 marked[1] = converted
+                _LASTING_DICTS[id(converted)] = marked
             return converted
         if isinstance(value, dict):
             converted = {}

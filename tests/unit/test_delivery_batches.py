@@ -236,7 +236,9 @@ def test_a_failure_midway_forgets_what_the_batch_delivered_before_it_in_one_tran
     spool = Spool(tmp_path)
     spool.put_all(DESTINATION, _payloads(_query(1)))
     forgotten: list[str] = []
-    spool._db.set_trace_callback(lambda statement: forgotten.append(statement) if "DELETE" in statement else None)
+    spool._db.set_trace_callback(
+        lambda statement: forgotten.append(statement) if "DELETE FROM events" in statement else None
+    )
     transport = _FailingOnce(fail_at=4)
     sender = Sender(spool, DESTINATION, transport, ErrorLog(), backoff=Backoff(first=0.1, most=0.1))
     assert sender.close(30)

@@ -181,3 +181,38 @@ def test_a_lasting_facet_is_converted_once_for_every_encoder_and_written_as_serd
         producer="p",
     )
     assert second.encode(event) == EventEncoder().encode(event) == Serde.to_json(event)
+
+
+def test_a_lasting_facet_is_looked_into_once_for_every_encoder_while_the_rules_stay_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under the same ``clean`` set (the same redaction rules), a lasting facet one encoder's check found clean is
+    not walked by the next encoder's check; under a new set (the rules changed), it is looked into again, and a
+    secret it holds is found."""
+    from openlineage.client.facet_v2 import datasource_dataset
+
+    from spark_lineage.delivery.encoding import lasting
+
+    shared = lasting(datasource_dataset.DatasourceDatasetFacet(name="s3://bucket", uri="s3://bucket", producer="p"))
+    walked: list[str] = []
+    gather = EventEncoder._gather
+
+    def walking(self: EventEncoder, value: Any, strings: list[str], looked: list[Any]) -> None:
+        gather(self, value, strings, looked)
+        walked.extend(strings)  # before the clean set's strings are left out
+
+    monkeypatch.setattr(EventEncoder, "_gather", walking)
+
+    def holds(secret: str, rules: set[str] | None) -> bool:
+        walked.clear()
+        event = {"eventTime": "t", "inputs": [{"name": "/in", "facets": {"dataSource": shared}}]}
+        return EventEncoder().holds(event, lambda text: secret in text, rules)
+
+    def walked_shared() -> bool:
+        return "s3://bucket" in walked
+
+    rules = set[str]()
+    assert (holds("hunter2", rules), walked_shared()) == (False, True)
+    assert (holds("hunter2", rules), walked_shared()) == (False, False)
+    assert (holds("bucket", set()), walked_shared()) == (True, True)  # new rules: looked into again, and found
+    assert (holds("hunter2", None), walked_shared()) == (False, True)  # no set: looked into, as ever

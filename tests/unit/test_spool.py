@@ -118,22 +118,27 @@ LEASE_HOLDER = textwrap.dedent(
 )
 
 
-def test_a_spool_from_before_the_leased_events_index_gets_it_and_leasing_reads_only_leased_events(
-    tmp_path: Path,
-) -> None:
-    """Each lease first looks for holders whose process has ended: with the index, that reads the leased events
-    only, however many wait (``benchmarks/spool.py`` measures the difference)."""
+def test_a_spool_from_before_the_leases_table_gets_it_and_leasing_reads_only_the_leases(tmp_path: Path) -> None:
+    """A spool file written when leases were columns of the events opens, gains the leases table, and its events
+    are leased and forgotten. Each lease first looks for holders whose process has ended: that reads the leases
+    index only, however many events wait (``benchmarks/spool.py`` measures it)."""
     spool = Spool(tmp_path)
     _put(spool, _event(1))
     spool.close()
-    with sqlite3.connect(tmp_path / SPOOL_FILE) as db:  # a spool written by a version without the index
-        db.execute("DROP INDEX events_leased")
+    with sqlite3.connect(tmp_path / SPOOL_FILE) as db:  # the layout before: no leases table, stale lease columns
+        db.execute("DROP TABLE leases")
+        db.execute("UPDATE events SET leased_by = 'gone:1:0', leased_until = 1.0")
 
     spool = Spool(tmp_path)
-    assert [e.job for e in spool.lease("http test", lease_owner("a"), 10, 60)] == ["default/job_1"]
+    leased = spool.lease("http test", lease_owner("a"), 10, 60)
+    assert [e.job for e in leased] == ["default/job_1"]
+    assert spool.held_by(lease_owner("a")) == [leased[0].id]
+    spool.acknowledge_all([leased[0].id])
+    assert (spool.pending().count, spool.held_by(lease_owner("a"))) == (0, [])
     with sqlite3.connect(tmp_path / SPOOL_FILE) as db:
         plan = db.execute(f"EXPLAIN QUERY PLAN {LEASE_HOLDERS}", (0,)).fetchall()
-    assert any("USING COVERING INDEX events_leased" in row[-1] for row in plan), plan
+        assert db.execute("SELECT COUNT(*) FROM leases").fetchone() == (0,)
+    assert any("USING COVERING INDEX leases_by_holder" in row[-1] for row in plan), plan
 
 
 def test_a_lease_lasts_as_long_as_the_process_holding_it(tmp_path: Path) -> None:
