@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,9 +142,13 @@ class Delivery:
                 self._lost([_job_name(event)], error)
         if not payloads:
             return
+        # Leased to a lane waiting for work as they are spooled, when nothing is before them: the lane sends them
+        # without reading them back (see Spool.put_all).
+        handoff = self.sender.offer()
+        asked = time.time()
         try:
             with costs.stage(Stage.SPOOL_WRITE):
-                stored = self.spool.put_all(self.destination, payloads)
+                stored = self.spool.put_all(self.destination, payloads, handoff)
         except Exception as error:  # noqa: BLE001 - a spool that cannot be written must not fail the job
             self._lost([payload.job for payload in payloads], error)
             return
@@ -156,7 +161,10 @@ class Delivery:
                 f"{self.spool.max_bytes}): dropped the {dropped.count} oldest query-run events (jobs "
                 f"{', '.join(sorted(dropped.jobs))}); application-run events are kept",
             )
-        self.sender.wake()
+        if handoff is not None:
+            self.sender.hand(handoff, stored.leased, asked)
+        else:
+            self.sender.wake()
 
     def _lost(self, jobs: list[str], error: Exception) -> None:
         """Events of ``jobs`` that could not be built or spooled: said once, and counted at the end."""

@@ -6,7 +6,9 @@ each one the backend acknowledged. It sends through one or more *lanes*, each a 
 (``python.delivery.concurrency`` of them for an HTTP backend, see :func:`lane_transports`): a backend that takes
 seconds per request does not cap delivery at one event per request time. Each run's events still go in spool
 order, and the application run's START first and its end last: a lane leases only events whose earlier events
-are sent or in its own batch (:meth:`Spool.lease`).
+are sent or in its own batch (:meth:`Spool.lease`). A lane waiting for work gets the events spooled for it
+already leased, in memory (:meth:`Sender.offer`, :meth:`Sender.hand`): the spool leases them as it stores them,
+when nothing of the destination is before them.
 
 A failure keeps the event in the spool and pauses the whole destination (a backoff per backend, not per event or
 lane: a dead backend is found dead once, not once per event or per lane, and said once). After a failure, one
@@ -43,7 +45,7 @@ from openlineage.client.transport.http import HttpTransport
 from spark_lineage import costs, logs
 from spark_lineage.costs import Stage
 from spark_lineage.delivery.failover import FailoverSpool
-from spark_lineage.delivery.spool import InFlight, Spool, SpooledEvent, lease_owner
+from spark_lineage.delivery.spool import Handoff, InFlight, Spool, SpooledEvent, lease_owner
 from spark_lineage.delivery.transports import SpooledEmit, spooled_emitter
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
@@ -131,6 +133,9 @@ class Lane:
     """Events the backend took that are not forgotten yet (see :meth:`Sender._forget`)."""
     delivered_since: float = 0.0
     """``time.monotonic()`` when the first of them was delivered."""
+    handed: list[tuple[list[SpooledEvent], float]] = field(default_factory=list)
+    """Batches the spool leased to the lane as they were spooled (:meth:`Sender.hand`), each with the
+    ``time.time()`` until which it is surely leased: sent before the lane leases anything, or given back."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Guards ``in_flight`` and ``delivered``, between the lane and :meth:`Sender.close`: every event the lane
     holds is in flight, delivered, or neither, never on its way from one to the other."""
@@ -189,6 +194,7 @@ class Sender:
             for index, lane in enumerate(transports)
         ]
         self._running_lanes = len(self._lanes)
+        self._by_owner = {lane.owner: lane for lane in self._lanes}
         for lane in self._lanes:
             suffix = f"-{lane.index}" if len(self._lanes) > 1 else ""
             lane.thread = threading.Thread(target=self._run, args=(lane,), name=name + suffix, daemon=True)
@@ -211,6 +217,35 @@ class Sender:
         """There is something new to send."""
         with self._lock:
             self._wake_one()
+
+    def offer(self) -> Handoff | None:
+        """A lease for events about to be spooled (:meth:`Spool.put_all`), for the lane :meth:`wake` would wake:
+        an idle one, while the destination is not paused. Then :meth:`hand` what was leased. ``None`` when no
+        lane waits for work: spool them, and :meth:`wake`."""
+        with self._lock:
+            if (
+                not self._idle
+                or self._unclaimed_wake
+                or self._sending_lanes >= self._open_lanes
+                or self._stopping.is_set()
+                or self._backoff.wait_seconds()
+            ):
+                return None
+            return Handoff(self._idle[0].owner, self.lease_seconds, BATCH, one_run=len(self._lanes) > 1)
+
+    def hand(self, handoff: Handoff, leased: list[SpooledEvent], asked: float) -> None:
+        """Give the events the spool leased at ``handoff`` to its lane, which sends them before it leases anything
+        (busy now, it does so next), or with none leased, :meth:`wake`. ``asked``: ``time.time()`` before the
+        spool was asked, which the lease outlasts by its seconds."""
+        with self._lock:
+            if not leased:
+                self._wake_one()
+                return
+            lane = self._by_owner[handoff.owner]
+            lane.handed.append((leased, asked + handoff.seconds))
+            if lane in self._idle:
+                self._idle.remove(lane)
+                lane.wake.set()
 
     def flush(self, timeout: float | None) -> bool:
         """Wait until nothing is left for this destination. False when ``timeout`` seconds were not enough
@@ -238,6 +273,8 @@ class Sender:
             if lane.thread is not None:
                 lane.thread.join(max(deadline - time.monotonic(), 0.0))
         for lane in self._lanes:
+            with self._lock:
+                lane.handed = []  # leased to the lane in the spool: given back with the rest
             with lane.lock:  # what the lane delivered is forgotten, what it sends stays leased, the rest goes back
                 self._forget(lane)
                 self.spool.release_owned(lane.owner, lane.in_flight)
@@ -267,6 +304,7 @@ class Sender:
             while not self._stopping.is_set():
                 pause = self._backoff.wait_seconds()
                 if pause:
+                    self._give_back_handed(lane)
                     self._stopping.wait(pause)
                     continue
                 with self._lock:
@@ -283,6 +321,8 @@ class Sender:
                     finally:
                         with self._lock:
                             self._sending_lanes -= 1
+                else:
+                    self._give_back_handed(lane)
                 if not found:
                     self._wait_for_work(lane)
         finally:
@@ -300,11 +340,17 @@ class Sender:
         came meanwhile left a :meth:`wake`); with several lanes, a batch is one run's events, and when other
         events wait, another lane is woken for them."""
         alone = len(self._lanes) == 1
-        seconds = self.lease_seconds
-        with costs.stage(Stage.LEASE):
-            lane.leased_until = time.time() + seconds  # before the spool's own clock reading: never later than it
-            batch = self.spool.lease(self.destination, lane.owner, BATCH, seconds, one_run=not alone)
-            more = bool(batch) and not alone and self.spool.waiting(self.destination)
+        with self._lock:
+            handed, lane.handed = lane.handed[:1], lane.handed[1:]
+        if handed:  # leased as it was spooled: nothing of the destination was before it then
+            batch, lane.leased_until = handed[0]
+            more = bool(lane.handed)
+        else:
+            seconds = self.lease_seconds
+            with costs.stage(Stage.LEASE):
+                lane.leased_until = time.time() + seconds  # before the spool's clock reading: never later than it
+                batch = self.spool.lease(self.destination, lane.owner, BATCH, seconds, one_run=not alone)
+                more = bool(batch) and not alone and self.spool.waiting(self.destination)
         if not batch:
             return False
         if more:
@@ -405,9 +451,23 @@ class Sender:
                 self.spool.acknowledge_all(lane.delivered)
             lane.delivered = []
 
-    def _wait_for_work(self, lane: Lane) -> None:
-        """Wait for :meth:`wake`, another lane's find, or the idle poll; at once if a wake went unclaimed."""
+    def _give_back_handed(self, lane: Lane) -> None:
+        """Give back the batches handed to the lane that it may not send now (the destination is paused, or other
+        lanes send): the spool leases them again in their turn."""
         with self._lock:
+            handed, lane.handed = lane.handed, []
+        if handed:
+            try:
+                self.spool.release([event.id for batch, _ in handed for event in batch], lane.owner)
+            except Exception:  # the leases run out in their time, and the events go then
+                log.debug("spark_lineage: handed events could not be given back", exc_info=True)
+
+    def _wait_for_work(self, lane: Lane) -> None:
+        """Wait for :meth:`wake`, :meth:`hand`, another lane's find, or the idle poll; at once if a wake went
+        unclaimed or a batch was handed to the lane while it was busy."""
+        with self._lock:
+            if lane.handed:
+                return
             if self._unclaimed_wake:
                 self._unclaimed_wake = False
                 return

@@ -283,12 +283,28 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class Handoff:
+    """A lease :meth:`Spool.put_all` is asked to take on the events it stores, for the sender about to send them,
+    in the same transaction: so a sender that keeps up with its events never reads them back (a lease of its
+    own reads every event it takes, and was a transaction of its own a query)."""
+
+    owner: str
+    seconds: float
+    limit: int
+    """The most events the lease may take (a sender's batch)."""
+    one_run: bool = False
+    """Only events of one run, as :meth:`Spool.lease` takes them with ``one_run``."""
+
+
+@dataclass(frozen=True)
 class StoredAll:
-    """What :meth:`Spool.put_all` did: the new events' ids, in order, and what made room for them (some of them,
-    when they alone are more than the spool holds)."""
+    """What :meth:`Spool.put_all` did: the new events' ids, in order, what made room for them (some of them,
+    when they alone are more than the spool holds), and the events its :class:`Handoff` leased (all of them, or
+    none)."""
 
     ids: list[int]
     dropped: Dropped = field(default_factory=Dropped)
+    leased: list[SpooledEvent] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -444,9 +460,14 @@ class Spool:
         return Stored(stored.ids[0], stored.dropped)
 
     @_reclaiming(reserve=False)
-    def put_all(self, destination: str, payloads: Sequence[Payload]) -> StoredAll:
+    def put_all(self, destination: str, payloads: Sequence[Payload], handoff: Handoff | None = None) -> StoredAll:
         """Store events in one transaction, in order: all of them or, when it fails, none. When the spool is then
-        over its size, the oldest query-run events make room (the same ones as storing them one by one)."""
+        over its size, the oldest query-run events make room (the same ones as storing them one by one).
+
+        ``handoff``: lease the new events to its owner in the same transaction, when :meth:`lease` would take them
+        all in one batch for that owner right after: no event of ``destination`` is before them (none waits,
+        none is held, none was dropped for them), they are no more than its limit, and with ``one_run`` they are
+        one query run's. Otherwise none is leased."""
         now = time.time()
         rows = [(destination, p.run_id, p.job, int(p.application), p.json, len(p.json.encode()), now) for p in payloads]
         with self._transaction() as db:
@@ -459,7 +480,25 @@ class Spool:
             (last,) = db.execute("SELECT last_insert_rowid()").fetchone()
             ids = list(range(int(last) - len(rows) + 1, int(last) + 1)) if rows else []
             total = self._add_bytes(db, sum(row[5] for row in rows))
-            return StoredAll(ids, self._make_room(db, total) if total > self.max_bytes else Dropped())
+            dropped = self._make_room(db, total) if total > self.max_bytes else Dropped()
+            leased = []
+            if handoff is not None and ids and not dropped.count and self._all_next(db, destination, ids[0]):
+                leased = _handed_off(destination, payloads, ids, now, handoff)
+                if leased:
+                    db.execute(
+                        "INSERT OR REPLACE INTO leases (id, leased_by, leased_until) "
+                        "SELECT value, ?, ? FROM json_each(?)",
+                        (handoff.owner, now + handoff.seconds, json.dumps(ids)),
+                    )
+            return StoredAll(ids, dropped, leased)
+
+    @staticmethod
+    def _all_next(db: sqlite3.Connection, destination: str, first: int) -> bool:
+        """Whether no event of ``destination`` is before the id ``first``."""
+        return (
+            db.execute("SELECT 1 FROM events WHERE destination = ? AND id < ? LIMIT 1", (destination, first)).fetchone()
+            is None
+        )
 
     def _make_room(self, db: sqlite3.Connection, total: int) -> Dropped:
         dropped = Dropped()
@@ -743,6 +782,18 @@ _RETURNING = sqlite3.sqlite_version_info >= (3, 35)
 """Whether this sqlite has ``RETURNING`` (3.35, 2021): one statement where older ones take two."""
 _JSON_IDS = "(SELECT value FROM json_each(?))"
 """The ids a JSON array names: one argument, whatever the count."""
+
+
+def _handed_off(
+    destination: str, payloads: Sequence[Payload], ids: list[int], now: float, handoff: Handoff
+) -> list[SpooledEvent]:
+    """The new events as a lease of ``handoff`` takes them (nothing of their destination is before them): all of
+    them, or none when they are more than its limit, or, for a one-run lease, not one query run's alone."""
+    if len(ids) > handoff.limit:
+        return []
+    if handoff.one_run and (payloads[0].application or any(p.run_id != payloads[0].run_id for p in payloads)):
+        return []  # a one-run lease takes an application-run event alone (the barrier of the events after it)
+    return [SpooledEvent(i, destination, p.run_id, p.job, p.application, p.json, now, 0) for i, p in zip(ids, payloads)]
 
 
 def _excluding(ids: Collection[int]) -> tuple[str, tuple[str, ...]]:

@@ -27,7 +27,7 @@ from spark_lineage.delivery import Delivery, FailoverSpool, prepare
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
-from spark_lineage.delivery.spool import Spool, SpooledEvent
+from spark_lineage.delivery.spool import Handoff, Spool, SpooledEvent
 from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
@@ -103,14 +103,16 @@ def test_a_querys_events_go_into_the_spool_in_one_transaction_and_wake_the_sende
     delivery = Delivery(
         OpenLineageClient(transport=_http(f"http://127.0.0.1:{free_port()}")), spool, ErrorLog(), Redactor()
     )
-    wakes = []
-    original_wake = delivery.sender.wake
-    delivery.sender.wake = lambda: (wakes.append(1), original_wake())  # type: ignore[method-assign]
+    told = []
+    sender = delivery.sender
+    wake, hand = sender.wake, sender.hand
+    sender.wake = lambda: (told.append("wake"), wake())[1]  # type: ignore[method-assign]
+    sender.hand = lambda *args: (told.append("hand"), hand(*args))[1]  # type: ignore[method-assign]
     try:
         with _transactions(_disk(spool)) as begun:
             delivery.submit_all(_query(1))
         assert begun == ["BEGIN IMMEDIATE"]
-        assert len(wakes) == 1
+        assert len(told) == 1, told  # woken, or handed what the spool leased to a lane waiting for work
         assert spool.pending(delivery.destination).count == 6
     finally:
         delivery.close(0)
@@ -414,3 +416,127 @@ def test_openlineage_pythons_environment_facet_is_looked_for_only_when_configure
     else:
         assert looked == [] and facet is None
     assert "tags" in (event.run.facets or {}), "the other steps still run"
+
+
+# --- handing a query's events to a lane as they are spooled ----------------------------------------------------
+
+
+def _idle(sender: Sender) -> None:
+    """Wait until every lane of ``sender`` waits for work."""
+    deadline = time.monotonic() + 30
+    while len(sender._idle) < sender.concurrency:
+        assert time.monotonic() < deadline, "the lanes never went idle"
+        time.sleep(0.01)
+
+
+def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_and_sent_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each query's events go to the idle lane as they are spooled, leased in the put's own transaction: the lane
+    sends them without a lease of its own (nor reading them back), in order, and each arrives once."""
+    receiver = LineageReceiver()
+    spool = FailoverSpool(tmp_path / "spool")
+    leases: list[str] = []
+    lease = Spool.lease
+    monkeypatch.setattr(Spool, "lease", lambda self, *a, **k: (leases.append(a[1]), lease(self, *a, **k))[1])
+    delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor())
+    try:
+        _idle(delivery.sender)
+        leases.clear()  # the lane's first look, at start
+        for run in (1, 2, 3):
+            statements: list[str] = []
+            _disk(spool)._db.set_trace_callback(statements.append)
+            delivery.submit_all(_query(run))
+            _disk(spool)._db.set_trace_callback(None)
+            assert any(statement.startswith("INSERT OR REPLACE INTO leases") for statement in statements)
+            deadline = time.monotonic() + 30  # not flush(), which wakes a lane to look for more
+            while spool.pending().count or len(receiver.events) < 6 * run:
+                assert time.monotonic() < deadline, "the handed batch was not sent"
+                time.sleep(0.01)
+            _idle(delivery.sender)
+        assert leases == []
+        assert delivery.close(30)
+    finally:
+        receiver.close()
+    assert [(event["job"]["name"], event["eventType"]) for event in receiver.events] == [
+        (f"job_{run}", state) for run in (1, 2, 3) for state in ("START", *["RUNNING"] * 4, "COMPLETE")
+    ]
+    assert set(receiver.copies().values()) == {1}
+
+
+def test_the_spool_hands_off_only_what_a_lease_would_take_at_once(tmp_path: Path) -> None:
+    """A handoff leases the new events only when a lease by its owner would take them all right after: nothing of
+    the destination before them (waiting, or held by another sender), no more than its limit, and for a one-run
+    lease one query run's events. Otherwise nothing is leased, and a lease finds them as ever."""
+    spool = Spool(tmp_path)
+    mine = Handoff("lane", 60, limit=6)
+    first = spool.put_all(DESTINATION, _payloads(_query(1)), mine)
+    assert [event.id for event in first.leased] == first.ids == [1, 2, 3, 4, 5, 6]
+    assert [event.payload for event in first.leased] == [p.json for p in _payloads(_query(1))]
+    assert spool.held_by("lane") == first.ids
+    assert spool.put_all(DESTINATION, _payloads(_query(2)), mine).leased == []  # the first query's are held
+    spool.acknowledge_all(first.ids)
+    assert spool.put_all(DESTINATION, _payloads(_query(3)), mine).leased == []  # the second waits, nobody holds it
+    assert [e.job for e in spool.lease(DESTINATION, "lane", 50, 60)] == ["default/job_2"] * 6 + ["default/job_3"] * 6
+
+    empty = Spool(tmp_path / "limits")
+    assert empty.put_all(DESTINATION, _payloads(_query(1)), Handoff("lane", 60, limit=5)).leased == []
+    empty.acknowledge_all([event.id for event in empty.lease(DESTINATION, "lane", 50, 60)])
+    two_runs = _payloads(_query(2))[:3] + _payloads(_query(3))[:3]
+    assert empty.put_all(DESTINATION, two_runs, Handoff("lane", 60, limit=50, one_run=True)).leased == []
+    empty.acknowledge_all([event.id for event in empty.lease(DESTINATION, "lane", 50, 60)])
+    application = _payloads([_event(100, RunState.START, "APPLICATION", size=100)])
+    assert empty.put_all(DESTINATION, application, Handoff("lane", 60, limit=50, one_run=True)).leased == []
+    empty.acknowledge_all([event.id for event in empty.lease(DESTINATION, "lane", 50, 60)])
+    alone = empty.put_all(DESTINATION, application + two_runs, Handoff("lane", 60, limit=50))
+    assert len(alone.leased) == 7  # a lane alone takes runs and barriers together, as its lease would
+
+
+def test_a_batch_handed_to_a_lane_of_a_paused_destination_goes_back_to_the_spool(tmp_path: Path) -> None:
+    """The destination paused between the handoff and the lane's turn (a send failed): the lane sends nothing
+    and gives the batch back, so the spool leases it again once the pause is over."""
+    spool = Spool(tmp_path)
+    receiver = LineageReceiver()
+    sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog(), backoff=Backoff(first=30, most=30))
+    try:
+        _idle(sender)
+        handoff = sender.offer()
+        assert handoff is not None
+        asked = time.time()
+        stored = spool.put_all(DESTINATION, _payloads(_query(1)), handoff)
+        assert spool.held_by(handoff.owner) == stored.ids
+        sender._backoff.failed()  # as a send of another lane would have
+        sender.hand(handoff, stored.leased, asked)
+        deadline = time.monotonic() + 30
+        while spool.held_by(handoff.owner):
+            assert time.monotonic() < deadline, "the handed batch was never given back"
+            time.sleep(0.01)
+        assert sender.offer() is None, "paused: no lane is offered"
+        assert receiver.events == []
+        assert spool.pending().count == 6
+    finally:
+        sender.close(0)
+        receiver.close()
+
+
+def test_a_failover_spool_hands_off_from_its_one_store_only(tmp_path: Path) -> None:
+    """The disk spool hands a batch off (with the ids the sender gives back); once the disk is full and events go
+    on in memory after what it holds, none is: the order between the stores is the lease's to keep. A spool in
+    memory alone hands off as the disk did."""
+    handoff = Handoff("lane", 60, limit=50)
+    spool = FailoverSpool(tmp_path / "spool")
+    stored = spool.put_all(DESTINATION, _payloads(_query(1)), handoff)
+    assert [event.id for event in stored.leased] == stored.ids
+    disk = _disk(spool)
+    (pages,) = disk._db.execute("PRAGMA page_count").fetchone()
+    disk._db.execute(f"PRAGMA max_page_count = {pages + 2}")
+    # Another destination: nothing of its own on the disk, which is full for its events
+    stored = spool.put_all("other test", _payloads(_query(2)), handoff)
+    assert (spool.path, stored.leased) == (None, [])
+    assert spool.pending("other test").count == 6
+
+    in_memory = FailoverSpool(None)
+    stored = in_memory.put_all(DESTINATION, _payloads(_query(3)), handoff)
+    assert [event.id for event in stored.leased] == stored.ids
+    in_memory.release(stored.ids, "lane")
+    assert [event.id for event in in_memory.lease(DESTINATION, "lane", 50, 60)] == stored.ids
