@@ -98,7 +98,7 @@ def test_nodes_held_in_nested_sequences_and_tuples_are_found_in_order() -> None:
             "last": (Opaque("scala.None$"), [[fifth]]),
         },
     )
-    assert node.sub_nodes() == [first, second, third, fourth, fifth]
+    assert node.sub_nodes() == (first, second, third, fourth, fifth)
     assert node.nodes("branches") == [first, second, third]
     assert node.nodes("elseValue") == [fourth]
     assert node.nodes("nothing") == [] and node.nodes("missing") == []
