@@ -436,13 +436,18 @@ def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_
     sends them without a lease of its own (nor reading them back), in order, and each arrives once."""
     receiver = LineageReceiver()
     spool = FailoverSpool(tmp_path / "spool")
-    leases: list[str] = []
+    leased: list[int] = []  # what leases took (the lane's idle poll may lease, and find nothing)
     lease = Spool.lease
-    monkeypatch.setattr(Spool, "lease", lambda self, *a, **k: (leases.append(a[1]), lease(self, *a, **k))[1])
+
+    def leasing(self: Spool, *args: Any, **kwargs: Any) -> list[SpooledEvent]:
+        events = lease(self, *args, **kwargs)
+        leased.extend(event.id for event in events)
+        return events
+
+    monkeypatch.setattr(Spool, "lease", leasing)
     delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor())
     try:
         _idle(delivery.sender)
-        leases.clear()  # the lane's first look, at start
         for run in (1, 2, 3):
             statements: list[str] = []
             _disk(spool)._db.set_trace_callback(statements.append)
@@ -454,7 +459,7 @@ def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_
                 assert time.monotonic() < deadline, "the handed batch was not sent"
                 time.sleep(0.01)
             _idle(delivery.sender)
-        assert leases == []
+        assert leased == []
         assert delivery.close(30)
     finally:
         receiver.close()
