@@ -357,6 +357,10 @@ class Sender:
             with self._lock:
                 self._wake_one()
         delivered = self._send(lane, batch, epoch)
+        if delivered and not more and not alone:
+            # What was spooled meanwhile may have waited behind this batch (an application run's end, which goes
+            # after every earlier event): a lane woken for it then found nothing, so this one looks again.
+            more = self.spool.waiting(self.destination)
         return more or not delivered or len(batch) >= BATCH
 
     def _send(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> bool:

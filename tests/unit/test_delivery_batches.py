@@ -545,3 +545,30 @@ def test_a_failover_spool_hands_off_from_its_one_store_only(tmp_path: Path) -> N
     assert [event.id for event in stored.leased] == stored.ids
     in_memory.release(stored.ids, "lane")
     assert [event.id for event in in_memory.lease(DESTINATION, "lane", 50, 60)] == stored.ids
+
+
+def test_an_application_end_spooled_while_a_lane_sends_goes_as_soon_as_that_batch_is_delivered(
+    tmp_path: Path,
+) -> None:
+    """With several lanes: a query's events go to one lane, and the application run's end is spooled while that
+    lane still sends them. The lane woken for the end finds it must wait (it goes after every earlier event),
+    so the lane that delivers the batch looks again and sends it: the flush ends well before a lane's idle poll
+    (5 s) would have found it."""
+    receiver = LineageReceiver(delay_seconds=0.1)
+    spool = FailoverSpool(tmp_path / "spool")
+    delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor(), concurrency=4)
+    try:
+        delivery.submit_all([_event(100, RunState.START, "APPLICATION", size=100)])
+        assert delivery.flush(30)
+        _idle(delivery.sender)
+        delivery.submit_all(_query(1))
+        delivery.submit_all([_event(100, RunState.COMPLETE, "APPLICATION", size=100)])
+        assert delivery.flush(3)
+    finally:
+        delivery.close(30)
+        receiver.close()
+    assert [(event["job"]["name"], event["eventType"]) for event in receiver.events] == [
+        ("job_100", "START"),
+        *[("job_1", state) for state in ("START", *["RUNNING"] * 4, "COMPLETE")],
+        ("job_100", "COMPLETE"),
+    ]
