@@ -119,6 +119,8 @@ COLUMNS = "SELECT e.id, e.destination, e.run_id, e.job, e.application, e.payload
 """An event's columns; every query of the events calls them ``e``."""
 ADD_BYTES = "UPDATE totals SET value = value + ? WHERE name = 'bytes'"
 """Count bytes in (or out, negative) of the spool's total."""
+LEASE_ROWS = "INSERT OR REPLACE INTO leases (id, leased_by, leased_until) SELECT value, ?, ? FROM json_each(?)"
+"""Lease the events a JSON array names to a holder until a time (:meth:`Spool.lease`, and a handoff)."""
 LEASE_FREE = "NOT EXISTS (SELECT 1 FROM leases l WHERE l.id = e.id AND l.leased_until >= ?)"
 """Nobody holds the event ``e`` at a time given."""
 NEXT_BARRIER = "SELECT MIN(id) FROM events e WHERE destination = ? AND application = 1 AND id > ?"
@@ -486,8 +488,7 @@ class Spool:
                 leased = _handed_off(destination, payloads, ids, now, handoff)
                 if leased:
                     db.execute(
-                        "INSERT OR REPLACE INTO leases (id, leased_by, leased_until) "
-                        "SELECT value, ?, ? FROM json_each(?)",
+                        LEASE_ROWS,
                         (handoff.owner, now + handoff.seconds, json.dumps(ids)),
                     )
             return StoredAll(ids, dropped, leased)
@@ -549,7 +550,7 @@ class Spool:
             rows = self._leasable(db, destination, now, limit, one_run, skip, skipped)
             if rows:
                 db.execute(
-                    "INSERT OR REPLACE INTO leases (id, leased_by, leased_until) SELECT value, ?, ? FROM json_each(?)",
+                    LEASE_ROWS,
                     (owner, now + seconds, json.dumps([row[0] for row in rows])),
                 )
         return [SpooledEvent(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7]) for row in rows]
