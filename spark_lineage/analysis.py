@@ -166,21 +166,23 @@ def _dedupe(datasets: list[DatasetLineage]) -> list[DatasetLineage]:
 def _probe_errors(tree: CatalystNode) -> list[str]:
     """Probes that failed anywhere in the plan, nested captures and nested plans included."""
     errors: list[str] = []
-    seen: set[int] = set()
-
-    def visit_plan(plan: CatalystNode) -> None:
-        for node in plan.plan_nodes():
-            if node.probed is not None and id(node.probed) not in seen:
-                visit(node.probed)
-
-    def visit(node: CapturedNode) -> None:
-        seen.add(id(node))
-        errors.extend(f"{node.simple_name}.{name}: {message}" for name, message in node.errors.items())
-        for value in node.props.values():
-            if isinstance(value, CapturedNode):
-                visit(value)
-            elif isinstance(value, CatalystNode):
-                visit_plan(value)
-
-    visit_plan(tree)
+    _plan_probe_errors(tree, errors, set())
     return errors
+
+
+# Functions of the module, not closures of ``_probe_errors``: two closures that call each other are a reference
+# cycle, left for the garbage collector after every query.
+def _plan_probe_errors(plan: CatalystNode, errors: list[str], seen: set[int]) -> None:
+    for node in plan.plan_nodes():
+        if node.probed is not None and id(node.probed) not in seen:
+            _node_probe_errors(node.probed, errors, seen)
+
+
+def _node_probe_errors(node: CapturedNode, errors: list[str], seen: set[int]) -> None:
+    seen.add(id(node))
+    errors.extend(f"{node.simple_name}.{name}: {message}" for name, message in node.errors.items())
+    for value in node.props.values():
+        if isinstance(value, CapturedNode):
+            _node_probe_errors(value, errors, seen)
+        elif isinstance(value, CatalystNode):
+            _plan_probe_errors(value, errors, seen)

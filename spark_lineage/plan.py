@@ -8,6 +8,7 @@ plan fixtures for the unit tests are recorded.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
@@ -80,7 +81,8 @@ class CapturedNode:
     errors: dict[str, str] = field(default_factory=dict)
     """Probes that failed, by name, with the JVM's message: analysis reports them, capture goes on."""
     tree: CatalystNode | None = field(default=None, repr=False, compare=False)
-    """The plan node these values were probed from, when it is one: handlers read its fields and nested plans."""
+    """The plan node these values were probed from, when it is one: handlers read its fields and nested plans.
+    Held weakly (see :func:`_weak_tree`): that node holds this record as its ``probed``."""
 
     @property
     def simple_name(self) -> str:
@@ -119,6 +121,26 @@ class CapturedNode:
             props={k: _from_json(v) for k, v in data.get("props", {}).items()},
             errors=dict(data.get("errors", {})),
         )
+
+
+def _weak_tree() -> property:
+    """:attr:`CapturedNode.tree`, kept as a weak reference. The node holds its record (``probed``) and the record
+    its node: held strongly both ways, every probed plan node would tie its whole tree into a reference cycle,
+    which only the garbage collector frees. A query's tree then outlived the query and made the young
+    collections that ran during the next ones several times costlier (``benchmarks/cpu_per_query.py``); held
+    so, the tree goes as soon as the query's lineage is built."""
+
+    def get(record: CapturedNode) -> CatalystNode | None:
+        held = record.__dict__.get("_tree")
+        return None if held is None else held()
+
+    def set_(record: CapturedNode, node: CatalystNode | None) -> None:
+        record.__dict__["_tree"] = None if node is None else weakref.ref(node)
+
+    return property(get, set_, doc="The plan node these values were probed from, when it is one (held weakly).")
+
+
+CapturedNode.tree = _weak_tree()  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
