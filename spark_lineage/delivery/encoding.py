@@ -9,10 +9,10 @@ never changed: a dataset's schema, the session's facets) is converted once for a
 written by :func:`json.dumps`, with Serde's options, so the text is Serde's, byte for byte
 (``tests/unit/test_encoding.py`` holds it to that).
 
-An event's input and output datasets (most of its text: schemas, column lineage) are written once each: the
-rest of the event is written with a marker in each one's place, and the markers are replaced by the datasets'
-JSON. ``json.dumps`` writes a list item by item with fixed separators, so the text is the one it would write of
-the whole.
+An event's input and output datasets (most of its text: schemas, column lineage) and its run and job facets are
+written once each per encoder, and a lasting facet once in all: the rest of the event is written with a marker
+in each one's place, and the markers are replaced by their JSON. ``json.dumps`` writes lists and dicts item by
+item with fixed separators, so the text is the one it would write of the whole.
 
 :meth:`EventEncoder.holds` asks a check (the redactor's quick look) of the strings an event holds, keys and
 values, as they are before JSON escapes them, in one text: each converted dict once per encoder, so a query's
@@ -61,6 +61,8 @@ a NUL, and a token of this process's)."""
 _MARKED = re.compile(re.escape(json.dumps(_MARKER)[:-1]) + r'(\d+)"')
 """A marker as ``json.dumps`` writes it."""
 _DATASET_KEYS = ("inputs", "outputs")
+_FACETED_KEYS = ("run", "job")
+"""The parts of an event whose facets are written apart, each facet once per encoder (a lasting one once in all)."""
 
 
 def _dumps(value: Any) -> str:
@@ -69,8 +71,9 @@ def _dumps(value: Any) -> str:
 
 _LASTING: dict[int, list[Any]] = {}
 """The attrs objects marked :func:`lasting`, by id: each one (kept, so that its id stays its own), its converted
-dict once an encoder made it, which every encoder then takes, and the ``clean`` set of the rules a check of
-:meth:`EventEncoder.holds` found that dict clean under (or ``None``)."""
+dict once an encoder made it, which every encoder then takes, the ``clean`` set of the rules a check of
+:meth:`EventEncoder.holds` found that dict clean under (or ``None``), and the dict's JSON once written (or
+``None``)."""
 _LASTING_DICTS: dict[int, list[Any]] = {}
 """The same entries as :data:`_LASTING`, by the id of their converted dict."""
 _LASTING_KEPT = 4096
@@ -86,7 +89,7 @@ def lasting(value: _T) -> _T:
         if len(_LASTING) >= _LASTING_KEPT:
             _LASTING.clear()
             _LASTING_DICTS.clear()
-        _LASTING[id(value)] = [value, None, None]
+        _LASTING[id(value)] = [value, None, None, None]
     return value
 
 
@@ -97,8 +100,8 @@ class EventEncoder:
     def __init__(self) -> None:
         self._converted: dict[int, tuple[Any, Any]] = {}
         self._written: dict[int, tuple[Any, str]] = {}
-        """Each dataset's converted dict (kept, so that its identity stays its own) and its JSON, by that
-        identity."""
+        """Each dataset's and run or job facet's converted dict (kept, so that its identity stays its own) and its
+        JSON, by that identity."""
         self._looked: dict[int, Any] = {}
         """Each converted dict a check looked into and did not hold for (kept), by its identity."""
         self._clean: set[str] | None = None
@@ -110,18 +113,30 @@ class EventEncoder:
         if not (isinstance(event, dict) or attr.has(type(event))):
             raise TypeError(f"not an event: {type(event).__qualname__}")
         document = self.plain(event)
-        datasets: list[Any] = []
-        if isinstance(document, dict) and any(document.get(key) for key in _DATASET_KEYS):
+        parts: list[Any] = []  # the dicts written apart, in the order of their markers
+        if isinstance(document, dict):
             document = dict(document)  # the converted event stays as it is: it may be met again
             for key in _DATASET_KEYS:
                 items = document.get(key)
                 if isinstance(items, list) and items:
-                    document[key] = [f"{_MARKER}{len(datasets) + index}" for index in range(len(items))]
-                    datasets.extend(items)
+                    document[key] = [f"{_MARKER}{len(parts) + index}" for index in range(len(items))]
+                    parts.extend(items)
+            for key in _FACETED_KEYS:
+                holder = document.get(key)
+                facets = holder.get("facets") if isinstance(holder, dict) else None
+                if isinstance(facets, dict) and facets:
+                    marked = {}
+                    for name, facet in facets.items():
+                        if type(facet) is dict:
+                            marked[name] = f"{_MARKER}{len(parts)}"
+                            parts.append(facet)
+                        else:
+                            marked[name] = facet
+                    document[key] = {**holder, "facets": marked}  # type: ignore[dict-item]
         rest = _dumps(document)
-        if not datasets:
+        if not parts:
             return rest
-        texts = [self._write(dataset) for dataset in datasets]
+        texts = [self._write(part) for part in parts]
         return _MARKED.sub(lambda found: texts[int(found.group(1))], rest)
 
     def holds(self, event: Any, check: Callable[[str], bool], clean: set[str] | None = None) -> bool:
@@ -151,10 +166,17 @@ class EventEncoder:
                     entry[2] = clean
         return False
 
-    def _write(self, dataset: Any) -> str:
-        known = self._written.get(id(dataset))
+    def _write(self, part: Any) -> str:
+        """The JSON of a converted dataset or facet: once per encoder, and once in all for a lasting facet's."""
+        known = self._written.get(id(part))
         if known is None:
-            known = self._written[id(dataset)] = (dataset, _dumps(dataset))
+            entry = _LASTING_DICTS.get(id(part))
+            if entry is None:
+                known = self._written[id(part)] = (part, _dumps(part))
+            else:
+                if entry[3] is None:
+                    entry[3] = _dumps(part)
+                known = self._written[id(part)] = (part, entry[3])
         return known[1]
 
     def _gather(self, value: Any, strings: list[str], looked: list[Any]) -> None:

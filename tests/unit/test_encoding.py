@@ -183,6 +183,55 @@ def test_a_lasting_facet_is_converted_once_for_every_encoder_and_written_as_serd
     assert second.encode(event) == EventEncoder().encode(event) == Serde.to_json(event)
 
 
+def test_run_and_job_facets_are_written_once_per_encoder_and_a_lasting_one_once_in_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query's events share their run and job facets: each is written once per encoder and spliced in where it
+    stands, a lasting one once for every encoder; the events are Serde's, byte for byte."""
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import job_type_job, parent_run, processing_engine_run
+
+    from spark_lineage.delivery import encoding
+
+    engine = encoding.lasting(processing_engine_run.ProcessingEngineRunFacet(version="4.1.1", name="spark"))
+    parent = parent_run.ParentRunFacet(
+        run=parent_run.Run(runId="0195f5b6-0000-7000-8000-000000000000"),
+        job=parent_run.Job(namespace="default", name="app"),
+    )
+    job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="SPARK", jobType="SQL_JOB")
+    written: list[Any] = []
+    dumps = encoding._dumps
+
+    def counting(value: Any) -> str:
+        written.append(value)
+        return dumps(value)
+
+    monkeypatch.setattr(encoding, "_dumps", counting)
+
+    def events(run_id: str) -> list[RunEvent]:
+        return [
+            RunEvent(
+                eventType=state,
+                eventTime="2026-12-01T00:00:00.000+00:00",
+                run=Run(runId=run_id, facets={"parent": parent, "processing_engine": engine}),
+                job=Job(namespace="default", name="job", facets={"jobType": job_type}),
+                producer="p",
+            )
+            for state in (RunState.START, RunState.RUNNING, RunState.COMPLETE)
+        ]
+
+    queries = [events("0195f5b6-0000-7000-8000-000000000001"), events("0195f5b6-0000-7000-8000-000000000002")]
+    texts = [
+        [encoder.encode(event) for event in query] for query, encoder in zip(queries, (EventEncoder(), EventEncoder()))
+    ]
+    assert texts == [[Serde.to_json(event) for event in query] for query in queries]
+    facets = [value for value in written if "_schemaURL" in value]
+    names = [value["_schemaURL"].rsplit("/", 1)[-1] for value in facets]  # .../$defs/<name>
+    # Per encoder (query): the parent and the job type once; the lasting engine facet once in all.
+    assert sorted(names) == sorted(["ParentRunFacet"] * 2 + ["JobTypeJobFacet"] * 2 + ["ProcessingEngineRunFacet"])
+    assert len(written) == len(facets) + 6  # and the rest of each event
+
+
 def test_a_lasting_facet_is_looked_into_once_for_every_encoder_while_the_rules_stay_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
