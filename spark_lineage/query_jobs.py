@@ -6,7 +6,6 @@ listener queue, so they are all there)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 
 from spark_lineage.plan import QueryJob, SqlJobEnd, SqlJobStart
 
@@ -57,7 +56,7 @@ class QueryJobLog:
         jobs = [] if query_id is None else self._jobs.get(query_id, [])
         for index, job in enumerate(jobs):
             if job.details.job_id == event.job_id:
-                jobs[index] = replace(job, end_ms=event.time_ms, succeeded=event.succeeded)
+                jobs[index] = QueryJob(job.details, job.start_ms, event.time_ms, event.succeeded)
 
     def take(self, query_id: int | None) -> tuple[QueryJob, ...]:
         """The jobs of a query being reported, in the order they started; forgotten here."""

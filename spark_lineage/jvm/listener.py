@@ -607,8 +607,7 @@ def read_query_jobs(joined: str | None, query_id: int | None) -> tuple[QueryJob,
         return ()
     log = QueryJobLog()
     for text in job_texts(joined):
-        event = read_sql_job(PendingSqlJob(text))
-        log.record(replace(event, query_id=query_id) if isinstance(event, SqlJobStart) else event)
+        log.record(_sql_job(text.split(_FIELD_SEP), query_id))
     return log.take(query_id)
 
 
@@ -616,13 +615,16 @@ def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
     """What the JVM wrote of a SQL execution's job start (id, time, properties, query id) or end (id, time,
     the class of its result)."""
     fields = pending.text.split(_FIELD_SEP)
+    return _sql_job(fields, int(fields[5]) if len(fields) > 5 and fields[5] else None)
+
+
+def _sql_job(fields: list[str], query_id: int | None) -> SqlJobStart | SqlJobEnd:
+    """A job's start, filed under ``query_id``, or its end, from the fields of its text."""
     if len(fields) == 3:
         return SqlJobEnd(*_job_ended(fields))
     time_ms, details = _job_started(fields)
     execution_id = fields[6] if len(fields) > 6 else ""
-    return SqlJobStart(
-        int(fields[5]) if fields[5] else None, time_ms, details, int(execution_id) if execution_id.isdigit() else None
-    )
+    return SqlJobStart(query_id, time_ms, details, int(execution_id) if execution_id.isdigit() else None)
 
 
 def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:
