@@ -34,7 +34,7 @@ from spark_lineage.delivery.enrichment import Enricher, prepare
 from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payload
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
-from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Spool, default_spool_dir
+from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Handoff, Spool, SpooledEvent, default_spool_dir
 from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog, one_line
@@ -144,7 +144,11 @@ class Delivery:
             return
         # Leased to a lane waiting for work as they are spooled, when nothing is before them: the lane sends them
         # without reading them back (see Spool.put_all).
-        handoff = self.sender.offer()
+        try:
+            handoff = self.sender.offer()
+        except Exception as error:  # noqa: BLE001 - spooled without a handoff: a lane leases them
+            self._errors.report("handing events to a sender's lane", error)
+            handoff = None
         asked = time.time()
         try:
             with costs.stage(Stage.SPOOL_WRITE):
@@ -161,10 +165,24 @@ class Delivery:
                 f"{self.spool.max_bytes}): dropped the {dropped.count} oldest query-run events (jobs "
                 f"{', '.join(sorted(dropped.jobs))}); application-run events are kept",
             )
-        if handoff is not None:
-            self.sender.hand(handoff, stored.leased, asked)
-        else:
+        try:
+            if handoff is not None:
+                self.sender.hand(handoff, stored.leased, asked)
+            else:
+                self.sender.wake()
+        except Exception as error:  # noqa: BLE001 - spooled: given back, a lane leases them in their turn
+            self._errors.report("handing events to a sender's lane", error)
+            self._give_back(handoff, stored.leased)
+
+    def _give_back(self, handoff: Handoff | None, leased: Sequence[SpooledEvent]) -> None:
+        """Release the events a handoff leased to a lane they never reached, and wake a lane to lease them (should
+        that fail too, their lease runs out and they go then)."""
+        try:
+            if handoff is not None and leased:
+                self.spool.release([event.id for event in leased], handoff.owner)
             self.sender.wake()
+        except Exception as error:  # noqa: BLE001
+            self._errors.report("giving back events a lane never got", error)
 
     def _lost(self, jobs: list[str], error: Exception) -> None:
         """Events of ``jobs`` that could not be built or spooled: said once, and counted at the end."""

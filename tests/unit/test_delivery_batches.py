@@ -572,3 +572,28 @@ def test_an_application_end_spooled_while_a_lane_sends_goes_as_soon_as_that_batc
         *[("job_1", state) for state in ("START", *["RUNNING"] * 4, "COMPLETE")],
         ("job_100", "COMPLETE"),
     ]
+
+
+@pytest.mark.parametrize("failing", ["offer", "hand"])
+def test_a_handoff_that_fails_loses_nothing_and_never_reaches_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """``submit_all`` never raises: when offering a lane the events, or handing them over, fails, they are
+    spooled all the same, the failure is said once, and a lane sends them."""
+    receiver = LineageReceiver()
+    spool = FailoverSpool(tmp_path / "spool")
+    errors = ErrorLog()
+
+    def broken(self: Sender, *args: Any) -> None:
+        raise RuntimeError(f"{failing} broke")
+
+    monkeypatch.setattr(Sender, failing, broken)
+    delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, errors, Redactor())
+    try:
+        _idle(delivery.sender)
+        delivery.submit_all(_query(1))
+        assert delivery.close(30)
+    finally:
+        receiver.close()
+    assert errors.counts == {"handing events to a sender's lane": 1}
+    assert [event["eventType"] for event in receiver.events] == ["START", *["RUNNING"] * 4, "COMPLETE"]
