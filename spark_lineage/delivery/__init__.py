@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage
-from spark_lineage.delivery.encoding import EventEncoder
 from spark_lineage.delivery.enrichment import Enricher, prepare
 from spark_lineage.delivery.failover import FailoverSpool, Fates
-from spark_lineage.delivery.payloads import Event, to_payload
+from spark_lineage.delivery.payloads import Event, to_payloads
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Handoff, Spool, SpooledEvent, default_spool_dir
 from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
@@ -121,25 +120,21 @@ class Delivery:
         Never raises."""
         if not self.enabled or not events:
             return
-        prepared: list[tuple[Event, Event]] = []
+        prepared: list[Event] = []
         enrich = Enricher(self.client)
-        for event in events:
-            try:
-                with costs.stage(Stage.ENRICHMENT):
+        with costs.stage(Stage.ENRICHMENT):
+            for event in events:
+                try:
                     enriched = enrich(event)
-                if enriched is not None:
-                    prepared.append((event, enriched))
-            except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
-                self._lost([_job_name(event)], error)
+                    if enriched is not None:
+                        prepared.append(enriched)
+                except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
+                    self._lost([_job_name(event)], error)
         # Encoded once all are prepared (enrichment changes events in place), with one encoder: the parts the
         # events share are converted once.
-        encoder = EventEncoder()
-        payloads = []
-        for event, enriched in prepared:
-            try:
-                payloads.append(to_payload(enriched, self.redactor, self.producer, encoder))
-            except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
-                self._lost([_job_name(event)], error)
+        payloads = to_payloads(
+            prepared, self.redactor, self.producer, lambda event, error: self._lost([_job_name(event)], error)
+        )
         if not payloads:
             return
         # Leased to a lane waiting for work as they are spooled, when nothing is before them: the lane sends them
