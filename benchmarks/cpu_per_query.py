@@ -16,7 +16,9 @@ and JVM round trips.
      and the CPU ``enable()`` takes once (imports, set-up, one full collection);
    - the JVM's CPU per query, from ``/proc``, both sides, and lineage's share of it by JVM thread: the
      listener bus (our listeners' filters, and their calls into Python), the threads that answer our Python
-     threads' calls (py4j), and what no Java thread shows (GC, JIT compilers).
+     threads' calls (py4j), and what no Java thread shows (GC, JIT compilers);
+   - how steady the machine was: a fixed pure-Python loop's CPU before and after each job's queries (a shared
+     VM's speed changes by a factor of two within minutes, and every figure with it).
 
 2. Capture and analysis at about 600 plan nodes: ``--deep`` queries of a deep plan (chains of ``sample`` and
    projections, ``benchmarks/per_query.py``'s query), one at a time, in one process: the median CPU per query
@@ -133,6 +135,19 @@ class _Collections:
             self.runs[info["generation"]] += 1
 
 
+def _fixed_loop_ms() -> float:
+    """The thread CPU a fixed pure-Python loop takes, best of three: how fast this machine runs Python just now
+    (on a shared VM it changes by a factor of two within minutes, and every figure with it)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.thread_time_ns()
+        total = 0
+        for value in range(300_000):
+            total += value
+        best = min(best, (time.thread_time_ns() - started) / 1e6)
+    return best
+
+
 def _write_inputs(spark: Any, workdir: Path) -> list[str]:
     paths = []
     for index in range(2):
@@ -175,6 +190,7 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
     with measuring_stages(result):
         jvm_before, threads_before = _jvm_threads(spark)
         vm_before = _vm_times(spark)
+        loop_before = _fixed_loop_ms()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         for index in range(queries):
@@ -185,6 +201,7 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
         spark.stop()
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
+        loop_after = _fixed_loop_ms()
     collections.counting = False
     jvm_after, _ = _jvm_threads(spark)
     groups = _by_group(threads_before, threads_after, answering)
@@ -199,6 +216,7 @@ def run_job(mode: str, queries: int, url: str, workdir: Path, transport: str) ->
         "gc_cpu_ns": collections.cpu_ns,
         "gc_runs": collections.runs,
         "enable_cpu_ns": enable_ns,
+        "fixed_loop_ms": [loop_before, loop_after],
     }
 
 
@@ -225,6 +243,23 @@ def deep_queries(count: int) -> tuple[float, list[float], list[int]]:
     spark.stop()
     shutil.rmtree(workdir, ignore_errors=True)
     return nodes, cpu_ms, trips
+
+
+STEADY_SPREAD = 1.2
+"""How much slower the fixed loop may run at its slowest than at its fastest over a run's jobs, for the run's
+figures to be read as lineage's (beyond it, the machine's own changes of speed are larger than the budget's
+margins)."""
+
+
+def _print_steadiness(runs: list[dict[str, Any]]) -> None:
+    """How fast the machine ran Python around each job: a fixed loop's CPU before and after the measured queries."""
+    loops = [ms for run in runs for ms in run["fixed_loop_ms"]]
+    spread = max(loops) / min(loops)
+    verdict = "steady" if spread <= STEADY_SPREAD else "NOT steady: the figures above carry the machine's changes"
+    print(
+        f"   a fixed Python loop, before and after each job's queries: {min(loops):.1f} to {max(loops):.1f} ms "
+        f"CPU ({spread:.2f}x; {verdict})"
+    )
 
 
 def _verdict(value: float, budget: float) -> str:
@@ -314,6 +349,7 @@ def main() -> None:
     wall_on = statistics.median(run["seconds"] for run in on)
     wall_off = statistics.median(run["seconds"] for run in off)
     print(f"   job wall time: on {wall_on:.2f} s, off {wall_off:.2f} s (ratio {wall_on / wall_off:.3f})")
+    _print_steadiness(on + off)
 
     if args.deep:
         deep_nodes, cpu_ms, deep_trips = deep_queries(args.deep)
