@@ -126,9 +126,9 @@ class CapturedNode:
 def _weak_tree() -> property:
     """:attr:`CapturedNode.tree`, kept as a weak reference. The node holds its record (``probed``) and the record
     its node: held strongly both ways, every probed plan node would tie its whole tree into a reference cycle,
-    which only the garbage collector frees. A query's tree then outlived the query and made the young
-    collections that ran during the next ones several times costlier (``benchmarks/cpu_per_query.py``); held
-    so, the tree goes as soon as the query's lineage is built."""
+    which only the garbage collector frees. A query's tree then outlived the query, made young collections more
+    frequent, and moved to older generations when one ran mid-query (``benchmarks/cpu_per_query.py``); held so,
+    the tree goes as soon as the query's lineage is built."""
 
     def get(record: CapturedNode) -> CatalystNode | None:
         held = record.__dict__.get("_tree")
