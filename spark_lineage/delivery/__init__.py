@@ -77,6 +77,10 @@ def open_spool(
     return FailoverSpool(directory, config.spool_max_bytes, label=label, setting=source)
 
 
+_HANDING = "handing events to a sender's lane"
+"""The kind of error of offering a sender's lane a query's events, or handing them over (logged once)."""
+
+
 class Delivery:
     """Spools each event, without its secrets, then sends it from a background thread; whatever cannot be
     sent stays spooled."""
@@ -142,7 +146,7 @@ class Delivery:
         try:
             handoff = self.sender.offer()
         except Exception as error:  # noqa: BLE001 - spooled without a handoff: a lane leases them
-            self._errors.report("handing events to a sender's lane", error)
+            self._errors.report(_HANDING, error)
             handoff = None
         asked = time.time()
         try:
@@ -166,7 +170,7 @@ class Delivery:
             else:
                 self.sender.wake()
         except Exception as error:  # noqa: BLE001 - spooled: given back, a lane leases them in their turn
-            self._errors.report("handing events to a sender's lane", error)
+            self._errors.report(_HANDING, error)
             self._give_back(handoff, stored.leased)
 
     def _give_back(self, handoff: Handoff | None, leased: Sequence[SpooledEvent]) -> None:
