@@ -60,7 +60,8 @@ SPOOL_DIR_OPTION = "iceberg_facets.enable() option spool_dir"
 
 
 class IcebergLineageHandle:
-    """Controls lineage for pyiceberg in this process. Returned by :func:`enable`."""
+    """Controls lineage for pyiceberg in this process. Returned by :func:`enable`. Keeps the
+    :class:`~spark_lineage.handles.LineageHandle` protocol, as a SparkSession's handle does."""
 
     def __init__(self, runtime: IcebergLineage | None) -> None:
         self._runtime = runtime

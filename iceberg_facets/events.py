@@ -9,28 +9,28 @@ or dropped in it as outputs.
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import error_message_run, job_type_job, processing_engine_run
+from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent, RunState
+from openlineage.client.facet_v2 import job_type_job, processing_engine_run
 
-from iceberg_facets.dataset import (
+from iceberg_facets.records import CommitRecord, RunRecord, ScanRecord, TableChangeRecord, TableInfo
+from iceberg_facets.reports import combined_operation, commit_report, scan_report
+from spark_lineage import naming
+from spark_lineage._version import __version__
+from spark_lineage.config import LineageConfig, ParentJob
+from spark_lineage.events import RunEventFactory, dataset_facets, error_facet, input_dataset, output_dataset
+from spark_lineage.facets import PRODUCER
+from spark_lineage.facets.iceberg import (
     attach_commit_report,
     attach_scan_report,
     describe_table,
     iceberg_table_dataset,
     set_version,
 )
-from iceberg_facets.records import CommitRecord, RunRecord, ScanRecord, TableChangeRecord, TableInfo
-from iceberg_facets.reports import combined_operation, commit_report, scan_report
-from spark_lineage import naming
-from spark_lineage._version import __version__
-from spark_lineage.config import LineageConfig, ParentJob
-from spark_lineage.events import dataset_facets, input_dataset, only_enabled, output_dataset, parent_facet
-from spark_lineage.facets import PRODUCER
 from spark_lineage.lineage import DatasetLineage
 
 _MAX_CACHED_TABLES = 256
@@ -48,10 +48,14 @@ class RunIdentity:
 class IcebergEventBuilder:
     """Builds the events of one ``iceberg_facets.enable()``: its configuration and pyiceberg's version."""
 
-    def __init__(self, config: LineageConfig, job_name: str, pyiceberg_version: str) -> None:
+    def __init__(
+        self, config: LineageConfig, job_name: str, pyiceberg_version: str, environ: Mapping[str, str] = os.environ
+    ) -> None:
+        """``environ``: where the environment variables configuration names are read."""
         self.config = config
         self.job_name = job_name
         self.pyiceberg_version = pyiceberg_version
+        self._events = RunEventFactory(config, environ)
         # Facets that stay the same from one event to the next are built once: openlineage-python validates
         # every facet it constructs, and the worker's time is taken from the job's threads by the GIL.
         self._engine_facet = processing_engine_run.ProcessingEngineRunFacet(
@@ -131,25 +135,17 @@ class IcebergEventBuilder:
         run_facets: dict[str, Any] = {"processing_engine": self._engine_facet}
         parent = run.parent or self.config.parent
         if parent is not None:
-            run_facets["parent"] = parent_facet(parent, self.config.root_parent or self.config.parent or parent)
+            run_facets["parent"] = self._events.parent(parent, parent)
         if error is not None:
-            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
-            )
+            run_facets["errorMessage"] = error_facet(error, stack, "PYTHON")
         job_type_facet = self._job_type_facets.get(job_type)
         if job_type_facet is None:
             job_type_facet = self._job_type_facets[job_type] = job_type_job.JobTypeJobFacet(
                 processingType="BATCH", integration="PYICEBERG", jobType=job_type, producer=PRODUCER
             )
         job_facets = {"jobType": job_type_facet}
-        return RunEvent(
-            eventType=state,
-            eventTime=dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds"),
-            run=Run(runId=run.run_id, facets=only_enabled(run_facets, self._enabled)),
-            job=Job(namespace=self.config.namespace, name=run.job_name, facets=only_enabled(job_facets, self._enabled)),
-            inputs=inputs or [],
-            outputs=outputs or [],
-            producer=PRODUCER,
+        return self._events.event(
+            state, epoch_ms, run.run_id, run.job_name, run_facets, job_facets, inputs=inputs, outputs=outputs
         )
 
     def dataset(self, table: TableInfo, lifecycle: str | None = None) -> DatasetLineage:

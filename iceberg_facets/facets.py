@@ -1,175 +1,25 @@
-"""Iceberg's commit and scan metrics as OpenLineage facets.
+"""Iceberg's commit and scan metrics as OpenLineage facets, under this package's name.
 
-The facet classes follow openlineage-python's pattern (attrs subclasses that name their schema). The builders
-read Iceberg's own report JSON, as ``CommitReportParser`` / ``ScanReportParser`` write it in the JVM, so Spark
-(reports from the driver JVM) and pyiceberg (reports measured in Python, in the same layout) share one
-conversion.
+They are defined in :mod:`spark_lineage.facets.iceberg`, beside the Iceberg datasets both engines build, so the
+Spark side needs nothing of this package (``iceberg_facets`` depends on ``spark_lineage``, never the reverse).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import attr
-from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet
-
-COMMIT_REPORT_SCHEMA = (
-    "https://openlineage.io/spec/facets/1-0-2/IcebergCommitReportOutputDatasetFacet.json"
-    "#/$defs/IcebergCommitReportOutputDatasetFacet"
-)
-SCAN_REPORT_SCHEMA = (
-    "https://openlineage.io/spec/facets/1-0-1/IcebergScanReportInputDatasetFacet.json"
-    "#/$defs/IcebergScanReportInputDatasetFacet"
+from spark_lineage.facets.iceberg import (
+    COMMIT_REPORT_SCHEMA,
+    SCAN_REPORT_SCHEMA,
+    IcebergCommitReportOutputDatasetFacet,
+    IcebergScanReportInputDatasetFacet,
+    commit_report_facet,
+    scan_report_facet,
 )
 
-# Iceberg metric name -> facet field, for the counters each facet carries.
-COMMIT_COUNTERS = {
-    "attempts": "attempts",
-    "added-data-files": "addedDataFiles",
-    "removed-data-files": "removedDataFiles",
-    "total-data-files": "totalDataFiles",
-    "added-delete-files": "addedDeleteFiles",
-    "added-equality-delete-files": "addedEqualityDeleteFiles",
-    "added-positional-delete-files": "addedPositionalDeleteFiles",
-    "added-dvs": "addedDVs",
-    "removed-delete-files": "removedDeleteFiles",
-    "removed-equality-delete-files": "removedEqualityDeleteFiles",
-    "removed-positional-delete-files": "removedPositionalDeleteFiles",
-    "removed-dvs": "removedDVs",
-    "total-delete-files": "totalDeleteFiles",
-    "added-records": "addedRecords",
-    "removed-records": "removedRecords",
-    "total-records": "totalRecords",
-    "added-files-size-bytes": "addedFilesSizeInBytes",
-    "removed-files-size-bytes": "removedFilesSizeInBytes",
-    "total-files-size-bytes": "totalFilesSizeInBytes",
-    "added-positional-deletes": "addedPositionalDeletes",
-    "removed-positional-deletes": "removedPositionalDeletes",
-    "total-positional-deletes": "totalPositionalDeletes",
-    "added-equality-deletes": "addedEqualityDeletes",
-    "removed-equality-deletes": "removedEqualityDeletes",
-    "total-equality-deletes": "totalEqualityDeletes",
-}
-SCAN_COUNTERS = {
-    "result-data-files": "resultDataFiles",
-    "result-delete-files": "resultDeleteFiles",
-    "total-data-manifests": "totalDataManifests",
-    "total-delete-manifests": "totalDeleteManifests",
-    "scanned-data-manifests": "scannedDataManifests",
-    "skipped-data-manifests": "skippedDataManifests",
-    "total-file-size-in-bytes": "totalFileSizeInBytes",
-    "total-delete-file-size-in-bytes": "totalDeleteFileSizeInBytes",
-    "skipped-data-files": "skippedDataFiles",
-    "skipped-delete-files": "skippedDeleteFiles",
-    "scanned-delete-manifests": "scannedDeleteManifests",
-    "skipped-delete-manifests": "skippedDeleteManifests",
-    "indexed-delete-files": "indexedDeleteFiles",
-    "equality-delete-files": "equalityDeleteFiles",
-    "positional-delete-files": "positionalDeleteFiles",
-}
-_NANOS_PER = {"nanoseconds": 1, "microseconds": 1_000, "milliseconds": 1_000_000, "seconds": 1_000_000_000}
-
-
-@attr.define
-class IcebergCommitReportOutputDatasetFacet(OutputDatasetFacet):
-    """``icebergCommitReport``: what one Iceberg commit did to the table, from Iceberg's CommitReport."""
-
-    snapshotId: int | None = None
-    sequenceNumber: int | None = None
-    operation: str | None = None
-    commitMetrics: dict[str, int] = attr.field(factory=dict)
-    metadata: dict[str, str] | None = None
-
-    @staticmethod
-    def _get_schema() -> str:
-        return COMMIT_REPORT_SCHEMA
-
-
-@attr.define
-class IcebergScanReportInputDatasetFacet(InputDatasetFacet):
-    """``icebergScanReport``: how an Iceberg scan was planned, from Iceberg's ScanReport."""
-
-    snapshotId: int | None = None
-    filterDescription: str | None = None
-    schemaId: int | None = None
-    projectedFieldNames: list[str] = attr.field(factory=list)
-    scanMetrics: dict[str, int] = attr.field(factory=dict)
-    metadata: dict[str, str] | None = None
-
-    @staticmethod
-    def _get_schema() -> str:
-        return SCAN_REPORT_SCHEMA
-
-
-def duration_millis(timer: Mapping[str, Any] | None) -> int | None:
-    """An Iceberg timer (``{"time-unit": "nanoseconds", "total-duration": 123}``) in whole milliseconds."""
-    if not timer or "total-duration" not in timer:
-        return None
-    nanos = int(timer["total-duration"]) * _NANOS_PER.get(str(timer.get("time-unit", "nanoseconds")), 1)
-    return nanos // 1_000_000
-
-
-def _counters(metrics: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, int]:
-    return {
-        field: int(metrics[key]["value"])
-        for key, field in names.items()
-        if isinstance(metrics.get(key), Mapping) and "value" in metrics[key]
-    }
-
-
-def _report_metrics(
-    metrics: Mapping[str, Any], counters: Mapping[str, str], timer: str, timer_field: str
-) -> dict[str, int]:
-    values = _counters(metrics, counters)
-    duration = duration_millis(metrics.get(timer))
-    return values if duration is None else {timer_field: duration, **values}
-
-
-def commit_report_facet(report: Mapping[str, Any], producer: str) -> IcebergCommitReportOutputDatasetFacet:
-    """The facet for a commit report in Iceberg's JSON layout."""
-    commit_metrics = _report_metrics(report.get("metrics", {}), COMMIT_COUNTERS, "total-duration", "totalDuration")
-    return IcebergCommitReportOutputDatasetFacet(
-        snapshotId=report.get("snapshot-id"),
-        sequenceNumber=report.get("sequence-number"),
-        operation=report.get("operation"),
-        commitMetrics=commit_metrics,
-        metadata=dict(report["metadata"]) if report.get("metadata") else None,
-        producer=producer,
-    )
-
-
-def scan_report_facet(report: Mapping[str, Any], producer: str) -> IcebergScanReportInputDatasetFacet:
-    """The facet for a scan report in Iceberg's JSON layout."""
-    scan_metrics = _report_metrics(
-        report.get("metrics", {}), SCAN_COUNTERS, "total-planning-duration", "totalPlanningDuration"
-    )
-    return IcebergScanReportInputDatasetFacet(
-        snapshotId=report.get("snapshot-id"),
-        filterDescription=describe_filter(report.get("filter")),
-        schemaId=report.get("schema-id"),
-        projectedFieldNames=list(report.get("projected-field-names", [])),
-        scanMetrics=scan_metrics,
-        metadata=dict(report["metadata"]) if report.get("metadata") else None,
-        producer=producer,
-    )
-
-
-def describe_filter(expression: Any) -> str:
-    """Iceberg's filter expression JSON as readable text: ``id > (1-digit-int) and not_null(id)``."""
-    if expression is None or expression is True or expression == "true":
-        return ""
-    if not isinstance(expression, Mapping):
-        return str(expression)
-    kind = expression.get("type", "")
-    if kind in ("and", "or"):
-        return f"({describe_filter(expression.get('left'))} {kind} {describe_filter(expression.get('right'))})"
-    if kind == "not":
-        return f"not ({describe_filter(expression.get('child'))})"
-    term = expression.get("term")
-    operators = {"lt": "<", "lt-eq": "<=", "gt": ">", "gt-eq": ">=", "eq": "==", "not-eq": "!="}
-    if kind in operators:
-        return f"{term} {operators[kind]} {expression.get('value')}"
-    if "values" in expression:
-        return f"{kind}({term}, {expression['values']})"
-    return f"{kind}({term})" if term is not None else str(kind)
+__all__ = [
+    "COMMIT_REPORT_SCHEMA",
+    "SCAN_REPORT_SCHEMA",
+    "IcebergCommitReportOutputDatasetFacet",
+    "IcebergScanReportInputDatasetFacet",
+    "commit_report_facet",
+    "scan_report_facet",
+]

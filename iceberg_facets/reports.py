@@ -1,5 +1,5 @@
 """pyiceberg commits and scans as Iceberg's own metrics reports (the JSON layout of Iceberg Java's
-``CommitReportParser`` / ``ScanReportParser``), so that :mod:`iceberg_facets.facets` turns reports from either
+``CommitReportParser`` / ``ScanReportParser``), so that :mod:`spark_lineage.facets.iceberg` turns reports from either
 engine into facets the same way.
 
 Iceberg Java builds a commit report from the summary of the snapshot it committed. A pyiceberg transaction can

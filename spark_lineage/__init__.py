@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 
     from spark_lineage.activation import StoppedSessionError
     from spark_lineage.config import ConfigError, LineageConfig
-    from spark_lineage.session import LineageHandle
+    from spark_lineage.handles import LineageHandle
+    from spark_lineage.session import SparkLineageHandle
 
 __all__ = [
     "ConfigError",
     "LineageConfig",
     "LineageHandle",
+    "SparkLineageHandle",
     "StoppedSessionError",
     "__version__",
     "enable",
@@ -44,12 +46,13 @@ __all__ = [
 _LAZY = {
     "ConfigError": "spark_lineage.config",
     "LineageConfig": "spark_lineage.config",
-    "LineageHandle": "spark_lineage.session",
+    "LineageHandle": "spark_lineage.handles",
+    "SparkLineageHandle": "spark_lineage.session",
     "StoppedSessionError": "spark_lineage.activation",
 }
 
 
-def enable(spark: SparkSession, **overrides: Any) -> LineageHandle:
+def enable(spark: SparkSession, **overrides: Any) -> SparkLineageHandle:
     """Turn lineage on for ``spark`` and return the handle that controls it.
 
     ``overrides`` take precedence over ``spark.openlineage.*`` confs and use the same keys without the

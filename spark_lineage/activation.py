@@ -31,7 +31,7 @@ from spark_lineage.redaction import Redactor, protect_logs, rules_for
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from spark_lineage.session import LineageHandle
+    from spark_lineage.session import SparkLineageHandle
 
 log = logging.getLogger("spark_lineage")
 
@@ -48,13 +48,13 @@ class StoppedSessionError(RuntimeError):
     """``enable()`` was given a session whose SparkContext is stopped: there is nothing to listen to."""
 
 
-def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> LineageHandle:
+def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> SparkLineageHandle:
     """What :func:`spark_lineage.enable` does; see there."""
     target = _session_to_enable(spark)
     if target is None:
         from spark_lineage import session as session_module
 
-        return session_module.LineageHandle(None)
+        return session_module.SparkLineageHandle(None)
     bridge = JvmBridge(target.session)
     if bridge.is_stopped():
         raise StoppedSessionError(
@@ -174,14 +174,14 @@ def follow_new_sessions(on: bool | None) -> None:
     _follow = on
 
 
-def _start(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None = None) -> LineageHandle:
+def _start(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None = None) -> SparkLineageHandle:
     """``conf``: the session's confs, when the caller has just read them."""
     # Two threads creating or enabling the same session at once must not both register a listener.
     with _starting:
         return _start_once(bridge, overrides, conf)
 
 
-def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None) -> LineageHandle:
+def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None) -> SparkLineageHandle:
     from spark_lineage import session as session_module
     from spark_lineage.delivery import create_client
 
@@ -198,10 +198,10 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
     overrides = {**_notebook_overrides(session.conf), **overrides}
     if config_module.is_disabled(session.conf, overrides):
         log.info("spark_lineage: lineage is disabled by configuration; enable() does nothing")
-        return session_module.LineageHandle(None)
+        return session_module.SparkLineageHandle(None)
     if config_module.java_agent_configured(session.conf):
         log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)
-        return session_module.LineageHandle(None)
+        return session_module.SparkLineageHandle(None)
     config = config_module.resolve(session.conf, overrides)
     _warn_about_keys(config)
     redactor = Redactor(config.redaction_pattern)
@@ -235,7 +235,7 @@ def _collect_setup_garbage() -> None:
         gc.collect()
 
 
-def _inherited_handle(bridge: JvmBridge) -> LineageHandle | None:
+def _inherited_handle(bridge: JvmBridge) -> SparkLineageHandle | None:
     """The handle of the session this one was cloned from, when Spark already calls that session's listener
     for this one's queries: a second listener would report each of them twice, under a second application
     run. The clone then shares the parent's handle."""

@@ -95,6 +95,62 @@ def new_run_id(epoch_ms: int) -> str:
     return str(generate_new_uuid(dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc)))
 
 
+def error_facet(message: str, stack: str | None, language: str) -> error_message_run.ErrorMessageRunFacet:
+    """The ``errorMessage`` run facet of a run that failed, in ``language`` (``JAVA`` for Spark's, ``PYTHON``)."""
+    return error_message_run.ErrorMessageRunFacet(
+        message=message, programmingLanguage=language, stackTrace=stack, producer=PRODUCER
+    )
+
+
+class RunEventFactory:
+    """What every run event of every engine carries (Spark's and pyiceberg's, :mod:`iceberg_facets`), written
+    once: its time, the run and job facets configuration adds (tags, owners, environment variables), the
+    ``parent`` facet with the root rule, and the facets configuration turns off."""
+
+    def __init__(self, config: LineageConfig, environ: Mapping[str, str] = os.environ) -> None:
+        self.config = config
+        self._run_facets = _configured_run_facets(config, environ)
+        self._job_facets = _configured_job_facets(config)
+
+    def event(
+        self,
+        state: RunState,
+        epoch_ms: int,
+        run_id: str,
+        job_name: str,
+        run_facets: dict[str, Any],
+        job_facets: dict[str, Any],
+        *,
+        inputs: list[InputDataset] | None = None,
+        outputs: list[OutputDataset] | None = None,
+    ) -> RunEvent:
+        """An event of run ``run_id`` of job ``job_name`` (in the configured namespace), at ``epoch_ms``."""
+        return RunEvent(
+            eventType=state,
+            eventTime=iso_time(epoch_ms),
+            run=Run(runId=run_id, facets=self.run_facets(run_facets)),
+            job=Job(namespace=self.config.namespace, name=job_name, facets=self.job_facets(job_facets)),
+            inputs=inputs or [],
+            outputs=outputs or [],
+            producer=PRODUCER,
+        )
+
+    def run_facets(self, facets: dict[str, Any]) -> dict[str, Any]:
+        """An event's run facets: ``facets`` and configuration's, those turned off left out."""
+        return self.enabled({**facets, **self._run_facets})
+
+    def job_facets(self, facets: dict[str, Any]) -> dict[str, Any]:
+        return self.enabled({**facets, **self._job_facets})
+
+    def enabled(self, facets: dict[str, Any]) -> dict[str, Any]:
+        return only_enabled(facets, self.config.facet_enabled)
+
+    def parent(self, parent: ParentJob, top: ParentJob) -> parent_run.ParentRunFacet:
+        """The ``parent`` facet of a run under ``parent``; its root is the configured root parent, else the
+        configured parent, else ``top`` (the top of the runs this process made)."""
+        return parent_facet(parent, self.config.root_parent or self.config.parent or top)
+
+
 class EventBuilder:
     """Builds the events of one lineage-enabled session: one application run, and a run per query."""
 
@@ -116,8 +172,7 @@ class EventBuilder:
         """The application part of every job name built here."""
         self.run_job_name = run_job_name or self.app_job_name
         self._redactor = Redactor(config.redaction_pattern)
-        self._configured_run_facets = _configured_run_facets(config, environ)
-        self._configured_job_facets = _configured_job_facets(config)
+        self._events = RunEventFactory(config, environ)
         self._rewrites = DatasetRewrites.from_config(config.dataset_naming)
 
     # --- application run -----------------------------------------------------------------------------------
@@ -135,15 +190,13 @@ class EventBuilder:
         ``run_facets`` too."""
         facets: dict[str, Any] = {**self._common_run_facets(), **(run_facets or {})}
         if self.config.parent is not None:
-            facets["parent"] = self._parent_facet(self.config.parent)
+            facets["parent"] = self._events.parent(self.config.parent, self.config.parent)
         if state == RunState.START:
             facets["spark_applicationDetails"] = self._application_details()
         if error is not None:
-            facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=error, programmingLanguage="PYTHON", stackTrace=stack, producer=PRODUCER
-            )
+            facets["errorMessage"] = error_facet(error, stack, "PYTHON")
         job_facets = {"jobType": self._job_type("APPLICATION", "NONE")}
-        return self._event(state, epoch_ms, self.app_run_id, self.run_job_name, facets, job_facets)
+        return self._events.event(state, epoch_ms, self.app_run_id, self.run_job_name, facets, job_facets)
 
     # --- query runs ----------------------------------------------------------------------------------------
 
@@ -257,7 +310,7 @@ class EventBuilder:
             if first:
                 return self._same_run(first[0], state, epoch_ms, facets, list(outputs[key]))
             first.append(
-                self._event(
+                self._events.event(
                     state, epoch_ms, run_id, job_name, facets, job_facets, inputs=inputs, outputs=list(outputs[key])
                 )
             )
@@ -275,9 +328,7 @@ class EventBuilder:
             events.append(event(RunState.COMPLETE, end_ms, run_facets, metrics))
         else:
             end_facets = dict(run_facets)
-            end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=error, programmingLanguage="JAVA", stackTrace=error_stack, producer=PRODUCER
-            )
+            end_facets["errorMessage"] = error_facet(error, error_stack, "JAVA")
             events.append(event(RunState.FAIL, end_ms, end_facets, None))
         return events
 
@@ -298,11 +349,9 @@ class EventBuilder:
         if state == RunState.START:
             run_facets["spark_applicationDetails"] = self._application_details()
         if error is not None:
-            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=error, programmingLanguage="JAVA", producer=PRODUCER
-            )
+            run_facets["errorMessage"] = error_facet(error, None, "JAVA")
         job_facets = {"jobType": self._job_type("STREAMING_QUERY", "STREAMING")}
-        return self._event(
+        return self._events.event(
             state,
             epoch_ms,
             run.run_id,
@@ -319,30 +368,6 @@ class EventBuilder:
 
     # --- pieces --------------------------------------------------------------------------------------------
 
-    def _event(
-        self,
-        state: RunState,
-        epoch_ms: int,
-        run_id: str,
-        job_name: str,
-        run_facets: dict[str, Any],
-        job_facets: dict[str, Any],
-        *,
-        inputs: list[InputDataset] | None = None,
-        outputs: list[OutputDataset] | None = None,
-    ) -> RunEvent:
-        run_facets = {**run_facets, **self._configured_run_facets}
-        job_facets = {**job_facets, **self._configured_job_facets}
-        return RunEvent(
-            eventType=state,
-            eventTime=iso_time(epoch_ms),
-            run=Run(runId=run_id, facets=self._enabled(run_facets)),
-            job=Job(namespace=self.config.namespace, name=job_name, facets=self._enabled(job_facets)),
-            inputs=inputs or [],
-            outputs=outputs or [],
-            producer=PRODUCER,
-        )
-
     def _same_run(
         self,
         first: RunEvent,
@@ -352,7 +377,8 @@ class EventBuilder:
         outputs: list[OutputDataset],
     ) -> RunEvent:
         """Another event of ``first``'s run: its run id, job and inputs, with a state, time, run facets and
-        outputs of its own, as :meth:`_event` would make it (``tests/unit/test_events.py`` holds it to that).
+        outputs of its own, as :meth:`RunEventFactory.event` would make it (``tests/unit/test_events.py`` holds it
+        to that).
 
         openlineage-python checks every field as an event is made: it parses the event time with dateutil and
         the run id as a UUID, and every url. That is most of an event's cost, and a query run has about six
@@ -360,7 +386,7 @@ class EventBuilder:
         as it was there, and the facets and datasets are objects that were checked when made: so the other
         events of the run are made without checking it all again. Each gets its own run, job and lists (the
         client's enrichment changes an event's facets in place)."""
-        run = _unchecked(first.run, facets=self._enabled({**run_facets, **self._configured_run_facets}))
+        run = _unchecked(first.run, facets=self._events.run_facets(run_facets))
         job = _unchecked(first.job, facets=dict(first.job.facets or {}))
         return _unchecked(
             first,
@@ -371,9 +397,6 @@ class EventBuilder:
             inputs=list(first.inputs or []),
             outputs=outputs,
         )
-
-    def _enabled(self, facets: dict[str, Any]) -> dict[str, Any]:
-        return only_enabled(facets, self.config.facet_enabled)
 
     def _common_run_facets(self) -> dict[str, Any]:
         """The run facets every run gets (a new dict of facets made once: they depend on the session alone)."""
@@ -421,17 +444,11 @@ class EventBuilder:
     def _job_type(self, job_type: str, processing: str) -> job_type_job.JobTypeJobFacet:
         return _job_type_facet(job_type, processing)
 
-    def _parent_facet(self, parent: ParentJob) -> parent_run.ParentRunFacet:
-        return parent_facet(parent, self.config.root_parent or self.config.parent or parent)
-
     def _child_run_facets(self, lineage: QueryLineage, parent: ParentJob | None) -> dict[str, Any]:
         """The run facets of a run under the application run (directly, or under ``parent``, which is)."""
         application = ParentJob(self.config.namespace, self.run_job_name, self.app_run_id)
         run_facets = self._common_run_facets()
-        if parent is None:
-            run_facets["parent"] = self._parent_facet(application)
-        else:
-            run_facets["parent"] = parent_facet(parent, self.config.root_parent or self.config.parent or application)
+        run_facets["parent"] = self._events.parent(parent or application, application)
         if lineage.errors:
             run_facets["extractionError"] = extraction_error_run.ExtractionErrorRunFacet(
                 totalTasks=len(lineage.errors),

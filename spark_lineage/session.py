@@ -96,8 +96,9 @@ WorkItem = PendingQuery | PendingJob | PendingSessionEvent | PendingReport | Cal
 """What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
 
-class LineageHandle:
-    """Controls lineage for one SparkSession; returned by :func:`spark_lineage.enable`."""
+class SparkLineageHandle:
+    """Controls lineage for one SparkSession; returned by :func:`spark_lineage.enable`. Keeps the
+    :class:`~spark_lineage.handles.LineageHandle` protocol, as pyiceberg's handle does."""
 
     def __init__(self, runtime: LineageRuntime | None) -> None:
         self._runtime = runtime
@@ -123,11 +124,20 @@ class LineageHandle:
             return True
         return self._runtime.flush(timeout)
 
-    def disable(self, timeout: float | None = None) -> None:
+    def disable(self, timeout: float | None = None) -> bool:
         """Stop lineage for this session: unregister the listener, deliver what is queued, and complete the
-        application run. ``enable()`` again starts a new application run."""
-        if self._runtime is not None:
-            self._runtime.shutdown(RunState.COMPLETE, timeout=timeout)
+        application run, waiting at most ``timeout`` seconds (default: ``shutdown.timeout``). True if every event
+        was delivered; what was not waits in the spool, and a warning says how to send it (``spark-lineage
+        replay``). ``enable()`` again starts a new application run."""
+        if self._runtime is None:
+            return True
+        return self._runtime.shutdown(RunState.COMPLETE, timeout=timeout)
+
+    def __enter__(self) -> SparkLineageHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disable()
 
     def __repr__(self) -> str:
         state = "enabled" if self.enabled else "disabled"
@@ -280,19 +290,22 @@ class LineageRuntime:
         error: str | None = None,
         stack: str | None = None,
         ending_first: bool = False,
-    ) -> None:
+    ) -> bool:
         """Unregister, drain, end the application run as ``state`` says, and close the client, all within the
         configured shutdown timeout. Never raises (it runs inside ``spark.stop()``, ``disable()``, exit hooks and
         signal handlers): whatever fails is said once. ``ending_first``: the process is dying, so the application
-        run's terminal event is spooled before anything else, and a replay delivers it whatever happens next."""
+        run's terminal event is spooled before anything else, and a replay delivers it whatever happens next.
+        Returns whether every event was delivered (what was not waits in the spool); True when already shut
+        down."""
         with self._shutdown_lock:
             if not self.active:
-                return
+                return True
             self.active = False
         try:
-            self._shut_down(state, timeout, error, stack, ending_first)
+            return self._shut_down(state, timeout, error, stack, ending_first)
         except Exception as exc:  # noqa: BLE001 - no error of lineage's reaches the user's code
             self.errors.report("shutting lineage down", exc)
+            return False
         finally:
             self._ended.set()
 
@@ -302,7 +315,7 @@ class LineageRuntime:
 
     def _shut_down(
         self, state: RunState, timeout: float | None, error: str | None, stack: str | None, ending_first: bool
-    ) -> None:
+    ) -> bool:
         deadline = _Deadline(self.config.shutdown_timeout if timeout is None else timeout)
         ending = self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
         if ending_first:
@@ -322,13 +335,13 @@ class LineageRuntime:
             self.bridge.uninstall_iceberg_reporter()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("restoring Iceberg metrics reporters", exc)
-        self.analysis_worker.close(deadline.seconds())
-        self.stream_worker.close(deadline.seconds())
+        analyzed = self.analysis_worker.close(deadline.seconds())
+        analyzed = self.stream_worker.close(deadline.seconds()) and analyzed
         # Connect sessions still open end with the server: their runs are aborted.
         self._deliver(self.connect.end_all(RunState.ABORT, int(time.time() * 1000)))
         if not ending_first:
             self.delivery.submit(ending)
-        self.delivery.close(deadline.seconds())
+        delivered = self.delivery.close(deadline.seconds())
         if self._unread:
             log.warning("spark_lineage: %d lineage items went unreported: the JVM ended first", self._unread)
         self.errors.summarize(skip=undelivered)
@@ -337,6 +350,7 @@ class LineageRuntime:
         except Exception as exc:  # noqa: BLE001
             self.errors.report("closing the transport", exc)
         _unregister(self)
+        return analyzed and delivered and not self._unread
 
     def _add_job_listener(self) -> None:
         """Listen to the SparkContext's jobs, unless another enabled session of the same context does: a job
@@ -663,19 +677,19 @@ def disable_all() -> None:
 # --- process-wide registry and exit hooks --------------------------------------------------------------------
 
 _lock = threading.RLock()
-_handles: dict[str, LineageHandle] = {}
+_handles: dict[str, SparkLineageHandle] = {}
 """The enabled handle of each session, by the JVM session's key."""
 _job_listener_owners: dict[int, LineageRuntime] = {}
 """The runtime whose job listener serves each SparkContext (by ``id`` of the Python context)."""
 
 
-def handle_for(session_key: str) -> LineageHandle | None:
+def handle_for(session_key: str) -> SparkLineageHandle | None:
     with _lock:
         handle = _handles.get(session_key)
         return handle if handle is not None and handle.enabled else None
 
 
-def handle_of_listener(name: str) -> LineageHandle | None:
+def handle_of_listener(name: str) -> SparkLineageHandle | None:
     """The enabled handle whose runtime registered the query listener of this name."""
     with _lock:
         for handle in _handles.values():
@@ -684,19 +698,19 @@ def handle_of_listener(name: str) -> LineageHandle | None:
     return None
 
 
-def share_handle(session_key: str, handle: LineageHandle) -> None:
+def share_handle(session_key: str, handle: SparkLineageHandle) -> None:
     """Serve another JVM session (a clone whose queries ``handle``'s listener already hears) with ``handle``."""
     with _lock:
         _handles[session_key] = handle
 
 
-def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> LineageHandle:
+def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> SparkLineageHandle:
     with _lock:
         _install_process_hooks(runtime.config.shutdown_timeout)
         _wrap_context_stop(spark_context)
         runtime.start()
         runtime.bridge.watch_jvm(_jvm_ended)
-        handle = LineageHandle(runtime)
+        handle = SparkLineageHandle(runtime)
         _handles[session_key] = handle
         return handle
 

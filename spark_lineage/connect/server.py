@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    from spark_lineage.session import LineageHandle
+    from spark_lineage.session import SparkLineageHandle
 
 log = logging.getLogger("spark_lineage")
 
@@ -354,7 +354,7 @@ def _java_error(error: BaseException) -> str:
     return first[:400]
 
 
-def _start_lineage(sc: SparkContext) -> tuple[SparkSession, LineageHandle]:
+def _start_lineage(sc: SparkContext) -> tuple[SparkSession, SparkLineageHandle]:
     """The driver's session, and lineage on for it (the handle is disabled where configuration keeps it off)."""
     from pyspark.sql import SparkSession
 
@@ -413,7 +413,7 @@ def _answers(options: ServerOptions) -> bool:
     return True
 
 
-def _stop(spark: SparkSession, handle: LineageHandle, signal_name: str) -> int:
+def _stop(spark: SparkSession, handle: SparkLineageHandle, signal_name: str) -> int:
     within = (handle.config.shutdown_timeout if handle.config is not None else 10.0) + STOP_GRACE_SECONDS
     first = "lineage ends first; " if handle.enabled else ""
     _say(f"{signal_name}: stopping ({first}{within:.0f} s at most)")

@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
-from iceberg_facets.dataset import (
+from spark_lineage import naming
+from spark_lineage.facets.iceberg import (
     attach_commit_report,
     attach_scan_report,
     describe_table,
     iceberg_table_dataset,
     set_version,
 )
-from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, schema_fields
 from spark_lineage.handlers.registry import nested_inputs, register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputStatistics

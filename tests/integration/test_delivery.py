@@ -53,7 +53,7 @@ def test_backend_down_for_the_whole_job_then_replay_delivers_everything(
     outputs = [str(data_dir / f"write_{index:02d}") for index in range(30)]
     for output in outputs:
         spark.range(3).write.parquet(output)
-    handle.disable()
+    assert handle.disable() is False  # nothing was delivered: all of it waits in the spool
     assert receiver.events == []
 
     receiver.start()
@@ -86,7 +86,7 @@ def test_the_next_enable_delivers_what_an_earlier_session_left(spark: Any, data_
     try:
         handle = _enable(spark, receiver, spool)
         assert handle.flush(60)
-        handle.disable()
+        assert handle.disable() is True
         assert [e["eventType"] for e in app_events(receiver.events)] == ["START", "COMPLETE", "START", "COMPLETE"]
         (output,) = {e["outputs"][0]["name"] for e in query_events(receiver.events)}
         assert output == str(data_dir / "left_behind")

@@ -6,7 +6,7 @@ import json
 
 from openlineage.client.serde import Serde
 
-from iceberg_facets.facets import commit_report_facet, describe_filter, duration_millis, scan_report_facet
+from spark_lineage.facets.iceberg import commit_report_facet, describe_filter, duration_millis, scan_report_facet
 from spark_lineage.naming import IcebergCatalog, TableName
 
 COMMIT = {

@@ -19,7 +19,7 @@ from openlineage.client import generated
 from openlineage.client.serde import Serde
 from referencing.exceptions import Unresolvable
 
-import iceberg_facets.facets
+import spark_lineage.facets.iceberg
 from spark_lineage.analysis import analyze
 from spark_lineage.config import ColumnLineageConfig, LineageConfig
 from spark_lineage.events import EventBuilder
@@ -118,7 +118,7 @@ def test_schema_urls_of_every_openlineage_python_facet_resolve() -> None:
     """Any facet of the installed openlineage-python, and our Iceberg facets, whether or not a recording has it:
     a facet this project starts to emit can not name a schema the tests would find missing."""
     urls: dict[str, str] = {}
-    modules = [*_generated_modules(), iceberg_facets.facets]
+    modules = [*_generated_modules(), spark_lineage.facets.iceberg]
     for module in modules:
         for _, cls in inspect.getmembers(module, inspect.isclass):
             get_schema = getattr(cls, "_get_schema", None)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from iceberg_facets.facets import commit_report_facet, scan_report_facet
 from iceberg_facets.records import CommitRecord, ScanRecord, SnapshotInfo, TableInfo
 from iceberg_facets.reports import combined_operation, commit_report, scan_report
+from spark_lineage.facets.iceberg import commit_report_facet, scan_report_facet
 
 TABLE = TableInfo("cat", "SqlCatalog", {}, "db.t", "file:///wh/db/t")
 

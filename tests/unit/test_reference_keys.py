@@ -372,3 +372,43 @@ def test_owners_and_dataset_settings_are_read_as_typed_settings() -> None:
     )
     assert config.job_owners == (JobOwner("team", "Data"),)
     assert config.dataset_naming.namespace_resolvers[0].regex == "(?P<h>x)"
+
+
+# --- both engines --------------------------------------------------------------------------------------------
+
+
+def test_pyiceberg_events_carry_the_same_configured_facets_parent_and_root_as_sparks() -> None:
+    """One implementation builds what every event carries (``RunEventFactory``): a pyiceberg commit's event and a
+    Spark application's, under one configuration, agree on tags, owners, environment, parent, root and time."""
+    from iceberg_facets.events import IcebergEventBuilder, RunIdentity
+    from iceberg_facets.records import CommitRecord, SnapshotInfo, TableInfo
+
+    parent_run, root_run = "0190f0e1-5c2b-7cc1-9f0e-3d0e2b6f1a2c", "0190f0e1-5c2b-7cc1-9f0e-3d0e2b6f1a2d"
+    conf = {
+        P + "job.tags": "tier:gold",
+        P + "run.tags": "env:prod",
+        P + "job.owners.team": "Data Platform",
+        P + "facets.custom_environment_variables": "[CLUSTER]",
+        P + "parentJobNamespace": "airflow",
+        P + "parentJobName": "dag.task",
+        P + "parentRunId": parent_run,
+        P + "rootParentJobNamespace": "airflow",
+        P + "rootParentJobName": "dag",
+        P + "rootParentRunId": root_run,
+        P + "namespace": "lake",
+    }
+    config = resolve(conf)
+    spark = _events(conf, environ={"CLUSTER": "c1"})[0]
+    table = TableInfo("cat", "SqlCatalog", {"uri": "sqlite:///c.db"}, "db.t", "file:/w/db/t")
+    commit = CommitRecord(table, [SnapshotInfo(7, 1, "append", {})], 1, 3, 1_000, 1_003)
+    builder = IcebergEventBuilder(config, "loader", "0.10.0", environ={"CLUSTER": "c1"})
+    event = json.loads(Serde.to_json(builder.commit_event(commit, RunIdentity(RUN_ID, "loader.append.cat_db_t"))))
+    validate_event(event)
+    for key in ("tags", "environment-properties", "parent"):
+        assert event["run"]["facets"][key] == spark["run"]["facets"][key], key
+    for key in ("tags", "ownership"):
+        assert event["job"]["facets"][key] == spark["job"]["facets"][key], key
+    assert event["run"]["facets"]["parent"]["run"]["runId"] == parent_run
+    assert event["run"]["facets"]["parent"]["root"]["run"]["runId"] == root_run
+    assert event["job"]["namespace"] == spark["job"]["namespace"] == "lake"
+    assert event["eventTime"] == "1970-01-01T00:00:01.003+00:00"

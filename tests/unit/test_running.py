@@ -277,7 +277,7 @@ def test_the_parity_comparison_sees_missing_running_events_job_details_and_input
 
 
 def test_an_iceberg_scan_gets_input_statistics_from_its_scan_report() -> None:
-    from iceberg_facets.dataset import attach_scan_report
+    from spark_lineage.facets.iceberg import attach_scan_report
     from spark_lineage.handlers.iceberg import scan_statistics
     from spark_lineage.lineage import DatasetLineage, InputStatistics
     from spark_lineage.naming import from_location

@@ -302,7 +302,7 @@ def test_a_session_that_inherits_our_listener_shares_its_handle(monkeypatch: pyt
     """foreachBatch wraps the stream's clone of the session in a new Python session: it must not get a
     listener (and an application run) of its own, since the one it inherits already reports its queries."""
     monkeypatch.setattr(session_module, "_handles", {})
-    parent = session_module.LineageHandle(_Runtime("spark_lineage:parent-session"))  # type: ignore[arg-type]
+    parent = session_module.SparkLineageHandle(_Runtime("spark_lineage:parent-session"))  # type: ignore[arg-type]
     session_module._handles["parent-session"] = parent
     bridge: Any = _CloneBridge("com.acme.Audit", "spark_lineage:parent-session")
     assert activation._inherited_handle(bridge) is parent
