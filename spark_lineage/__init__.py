@@ -26,14 +26,15 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from spark_lineage.activation import StoppedSessionError
-    from spark_lineage.config import ConfigError, LineageConfig
+    from spark_lineage.config import LineageConfig
+    from spark_lineage.errors import ConfigError, LineageError, StoppedSessionError
     from spark_lineage.handles import LineageHandle
     from spark_lineage.session import SparkLineageHandle
 
 __all__ = [
     "ConfigError",
     "LineageConfig",
+    "LineageError",
     "LineageHandle",
     "SparkLineageHandle",
     "StoppedSessionError",
@@ -44,11 +45,12 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ConfigError": "spark_lineage.config",
+    "ConfigError": "spark_lineage.errors",
     "LineageConfig": "spark_lineage.config",
+    "LineageError": "spark_lineage.errors",
     "LineageHandle": "spark_lineage.handles",
     "SparkLineageHandle": "spark_lineage.session",
-    "StoppedSessionError": "spark_lineage.activation",
+    "StoppedSessionError": "spark_lineage.errors",
 }
 
 

@@ -25,6 +25,7 @@ from spark_lineage import config as config_module
 from spark_lineage import logs
 from spark_lineage.config import ConfigError
 from spark_lineage.connect import local as connect_local
+from spark_lineage.errors import StoppedSessionError
 from spark_lineage.jvm import JvmBridge
 from spark_lineage.redaction import Redactor, protect_logs, rules_for
 
@@ -42,10 +43,6 @@ _starting = threading.RLock()
 _warned: set[str] = set()
 _follow: bool | None = None
 """``True``: every new session gets lineage; ``False``: none does; ``None``: the configuration decides."""
-
-
-class StoppedSessionError(RuntimeError):
-    """``enable()`` was given a session whose SparkContext is stopped: there is nothing to listen to."""
 
 
 def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> SparkLineageHandle:

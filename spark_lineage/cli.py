@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return status or (1 if problems else 0)
 
     if args.command == "demo":
-        from spark_lineage.demo import DemoDirError, run_pipeline, summarize
+        from spark_lineage.demo import run_pipeline, summarize
+        from spark_lineage.errors import DemoDirError
 
         try:
             import pyspark  # noqa: F401

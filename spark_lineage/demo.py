@@ -13,6 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from spark_lineage.errors import DemoDirError
+
 ORDERS = """order_id,customer_id,amount,status
 1,10,25.00,paid
 2,11,,paid
@@ -35,10 +37,6 @@ MARKER = ".spark-lineage-demo"
 
 ENTRIES = ("raw", "clean", "warehouse", "events.jsonl")
 """What the demo writes in its directory; a rerun clears these and leaves anything else there alone."""
-
-
-class DemoDirError(Exception):
-    """The demo's directory is one it may not use: it would have to delete what it did not create."""
 
 
 def prepare_workdir(workdir: Path) -> None:

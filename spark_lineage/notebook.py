@@ -25,6 +25,7 @@ from pathlib import PurePath
 from typing import Any
 
 from spark_lineage import notebook_graph
+from spark_lineage.errors import DatasetNotFoundError, NotebookUsageError
 from spark_lineage.session import RunSummary
 
 USAGE = (
@@ -62,10 +63,6 @@ def unload(ipython: Any) -> None:
     activation.follow_new_sessions(None)
 
 
-class UsageError(ValueError):
-    """A ``%lineage`` line that does not parse; the message says what is wrong."""
-
-
 @dataclass(frozen=True)
 class Options:
     """What a ``%lineage`` line asks for: a switch (``on``/``off``), or which runs to show."""
@@ -76,11 +73,11 @@ class Options:
 
 
 def parse_options(line: str) -> Options:
-    """The options of a ``%lineage`` line; :class:`UsageError` for anything else."""
+    """The options of a ``%lineage`` line; :class:`NotebookUsageError` for anything else."""
     try:
         words = shlex.split(line)
     except ValueError as error:  # an unclosed quote
-        raise UsageError(str(error)) from None
+        raise NotebookUsageError(str(error)) from None
     if len(words) == 1 and words[0].lower() in ("on", "off"):
         return Options(switch=words[0].lower() == "on")
     last: int | None = None
@@ -89,15 +86,15 @@ def parse_options(line: str) -> Options:
         word = words.pop(0)
         option, equals, value = word.partition("=")
         if option not in ("--last", "--dataset"):
-            raise UsageError(f"unknown argument {word!r}")
+            raise NotebookUsageError(f"unknown argument {word!r}")
         if not equals:
             if not words:
-                raise UsageError(f"{option} needs a value")
+                raise NotebookUsageError(f"{option} needs a value")
             value = words.pop(0)
         if option == "--dataset":
             dataset = value
         elif not value.isdigit() or int(value) < 1:
-            raise UsageError(f"--last takes a number of runs (1 or more), not {value!r}")
+            raise NotebookUsageError(f"--last takes a number of runs (1 or more), not {value!r}")
         else:
             last = int(value)
     return Options(last=last, dataset=dataset)
@@ -108,7 +105,7 @@ def lineage_magic(line: str) -> LineageGraph | None:
     usage, never a traceback: a magic's user is at a notebook, not debugging it."""
     try:
         options = parse_options(line)
-    except UsageError as error:
+    except NotebookUsageError as error:
         print(f"%lineage: {error}\n{USAGE}", file=sys.stderr)
         return None
     if options.switch is not None:
@@ -121,7 +118,7 @@ def lineage_magic(line: str) -> LineageGraph | None:
     session.flush_all(FLUSH_SECONDS)
     try:
         runs, note = notebook_graph.select_runs(session.recent_runs(), options.last, options.dataset)
-    except notebook_graph.DatasetNotFoundError as error:
+    except DatasetNotFoundError as error:
         print(f"%lineage: {error}", file=sys.stderr)
         return None
     return LineageGraph(runs, note)

@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spark_lineage.errors import DatasetNotFoundError
 from spark_lineage.session import RunSummary
 
 SHOWN_RUNS = 12
@@ -55,10 +56,6 @@ class Graph:
     edges: list[tuple[str, str]] = field(default_factory=list)
     note: str = ""
     """Says what was left out (older runs), or is empty."""
-
-
-class DatasetNotFoundError(ValueError):
-    """``--dataset NAME`` named no dataset the runs read or wrote."""
 
 
 def select_runs(

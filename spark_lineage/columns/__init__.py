@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import time
 
-from spark_lineage.columns.graph import BudgetExceededError, ColumnGraph, merge_sources
+from spark_lineage.columns.graph import ColumnGraph, merge_sources
 from spark_lineage.columns.operators import link_ctes, rule_for
 from spark_lineage.config import ColumnLineageConfig
+from spark_lineage.errors import BudgetExceededError
 from spark_lineage.handlers import handler_for
 from spark_lineage.handlers.registry import evaluated_nodes, probed
 from spark_lineage.lineage import AnalysisContext, ColumnLineage, DatasetLineage, InputColumn

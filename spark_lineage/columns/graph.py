@@ -13,14 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from spark_lineage.columns.transformations import IDENTITY, compose, sort_key
+from spark_lineage.errors import BudgetExceededError
 from spark_lineage.lineage import ColumnSource, InputColumn, Transformation
 
 MAX_EDGES = 1_000_000
 """Beyond this many dependencies a plan gets no column lineage (openlineage-spark's limit too)."""
-
-
-class BudgetExceededError(RuntimeError):
-    """The plan is too large to analyze within the configured budget."""
 
 
 class ColumnGraph:

@@ -39,7 +39,6 @@ from spark_lineage.config.settings import (
     CONF_PREFIX,
     DEFAULT_CAPTURED_PROPERTIES,
     ColumnLineageConfig,
-    ConfigError,
     DatasetNamingConfig,
     JobOwner,
     LineageConfig,
@@ -47,6 +46,7 @@ from spark_lineage.config.settings import (
     ParentJob,
     Tag,
 )
+from spark_lineage.errors import ConfigError
 
 __all__ = [
     "CONF_PREFIX",

@@ -16,13 +16,13 @@ from spark_lineage.config.settings import (
     DEFAULT_CAPTURED_PROPERTIES,
     DISABLED_BY_DEFAULT,
     ColumnLineageConfig,
-    ConfigError,
     JobOwner,
     LineageConfig,
     ParentJob,
 )
 from spark_lineage.config.tags import parse_tags
 from spark_lineage.config.values import boolean, finite, integer, optional_text, text_list
+from spark_lineage.errors import ConfigError
 
 NameOf = Callable[[str], str]
 """How the user spelled a key (``spark.openlineage.x`` for a Spark conf, an option name for a Python API)."""

@@ -6,16 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spark_lineage.errors import ConfigError
+
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport.transport import TransportFactory
 
 CONF_PREFIX = "spark.openlineage."
 DEFAULT_CAPTURED_PROPERTIES = ("spark.master", "spark.app.name")
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot work. The message names the key and what it accepts."""
 
 
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset({"spark_unknown", "spark.logicalPlan", "debug"})

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from spark_lineage.config.settings import ConfigError
 from spark_lineage.config.values import boolean, number, python_class, text_list
+from spark_lineage.errors import ConfigError
 
 MAP_SETTINGS = frozenset({"properties", "headers", "urlParams", "config"})
 """Settings whose keys are names of their own (``properties.bootstrap.servers``): the rest of the key after

@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any
 
-from spark_lineage.config.settings import ConfigError
+from spark_lineage.errors import ConfigError
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")

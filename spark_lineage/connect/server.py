@@ -52,6 +52,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from spark_lineage.errors import ServerStartError, ServerUsageError
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -78,14 +80,6 @@ CONNECT_RELEASES = {"2.12": ("3.5.0", "3.5.1", "3.5.4", "3.5.5", "3.5.7")}
 Scala 2.13 on 3.5, nor 3.5.9's: a patch release changes no API the module uses; tested with 3.5.7 in a PySpark
 3.5.9 driver). PySpark 4 ships the module in its jars."""
 OPTIONS = "--master, --conf KEY=VALUE, --packages, --jars, --name, --port"
-
-
-class UsageError(Exception):
-    """A bad option: one line naming it and what it takes (exit status 2)."""
-
-
-class StartError(Exception):
-    """The server could not start: one line saying why (exit status 1)."""
 
 
 @dataclass(frozen=True)
@@ -143,19 +137,19 @@ def command(args: argparse.Namespace, extra: Sequence[str]) -> int:
     try:
         options = server_options(args, extra, os.environ)
         return serve(options)
-    except UsageError as error:
+    except ServerUsageError as error:
         print(f"{COMMAND}: {error}", file=sys.stderr)
         return 2
-    except StartError as error:
+    except ServerStartError as error:
         print(f"{COMMAND}: {error}", file=sys.stderr)
         return 1
 
 
 def server_options(args: argparse.Namespace, extra: Sequence[str], environ: Mapping[str, str]) -> ServerOptions:
-    """The options, checked, as Spark confs; raises :class:`UsageError` naming what to fix."""
+    """The options, checked, as Spark confs; raises :class:`ServerUsageError` naming what to fix."""
     if extra:
         unknown = next((word for word in extra if word.startswith("-")), extra[0])
-        raise UsageError(
+        raise ServerUsageError(
             f"unrecognized argument {unknown!r}: it takes {OPTIONS}; give other Spark settings as --conf "
             "KEY=VALUE (spark-submit's --driver-memory 4g is --conf spark.driver.memory=4g)"
         )
@@ -163,17 +157,17 @@ def server_options(args: argparse.Namespace, extra: Sequence[str], environ: Mapp
     for item in args.conf:
         key, equals, value = item.partition("=")
         if not equals or not key.strip():
-            raise UsageError(f"--conf expects KEY=VALUE, got {item!r}")
+            raise ServerUsageError(f"--conf expects KEY=VALUE, got {item!r}")
         confs[key.strip()] = value
     for option, key in (("master", "spark.master"), ("name", "spark.app.name"), ("packages", "spark.jars.packages"),
                         ("jars", "spark.jars")):  # fmt: skip
         value = getattr(args, option)
         if value is not None:
             if not value.strip():
-                raise UsageError(f"--{option} expects a value, got an empty one")
+                raise ServerUsageError(f"--{option} expects a value, got an empty one")
             confs[key] = value  # the option wins over the conf, as in spark-submit
     if confs.get("spark.remote") or confs.get("spark.api.mode", "classic").strip().lower() != "classic":
-        raise UsageError(
+        raise ServerUsageError(
             "--conf spark.remote and spark.api.mode=connect make a Spark Connect client; connect-server runs the "
             "server: leave them out"
         )
@@ -185,15 +179,15 @@ def server_options(args: argparse.Namespace, extra: Sequence[str], environ: Mapp
         try:  # before Spark starts, which takes seconds: enable() would say the same then
             config.resolve(effective)
         except config.ConfigError as error:
-            raise UsageError(str(error)) from None
+            raise ServerUsageError(str(error)) from None
     port = args.port
     if PORT_CONF in effective:
         try:
             configured = _port(effective[PORT_CONF].strip())
         except argparse.ArgumentTypeError as error:
-            raise UsageError(f"{PORT_CONF} {error}") from None
+            raise ServerUsageError(f"{PORT_CONF} {error}") from None
         if port is not None and PORT_CONF in confs and port != configured:
-            raise UsageError(f"--port {port} and --conf {PORT_CONF}={configured} disagree: give one of them")
+            raise ServerUsageError(f"--port {port} and --conf {PORT_CONF}={configured} disagree: give one of them")
         port = configured if port is None else port  # --port wins over spark-defaults.conf, as a --conf does
     if port is None:
         port = DEFAULT_PORT
@@ -209,7 +203,7 @@ def server_options(args: argparse.Namespace, extra: Sequence[str], environ: Mapp
 
 def connect_package(pyspark_version: str, jars_dir: Path, confs: Mapping[str, str]) -> str | None:
     """The Maven coordinate of Spark's Connect server module to add, ``None`` where the Spark that runs ships
-    it (PySpark 4) or the options name it already. Raises :class:`StartError` where Maven Central has none."""
+    it (PySpark 4) or the options name it already. Raises :class:`ServerStartError` where Maven Central has none."""
     if list(jars_dir.glob("spark-connect_*.jar")):
         return None
     named = f"{confs.get('spark.jars.packages', '')},{confs.get('spark.jars', '')}"
@@ -220,7 +214,7 @@ def connect_package(pyspark_version: str, jars_dir: Path, confs: Mapping[str, st
     served = [v for v in CONNECT_RELEASES.get(scala, ()) if _release(v)[:2] == line]
     fitting = [v for v in served if _release(v) <= _release(pyspark_version)] or served[:1]
     if not fitting:
-        raise StartError(
+        raise ServerStartError(
             f"Spark {pyspark_version} (Scala {scala}) in {jars_dir.parent} has no Spark Connect server, and Maven "
             f"Central serves none for it: add one with --packages or --jars (spark-connect_{scala})"
         )
@@ -248,7 +242,7 @@ def spark_jars_dir(environ: Mapping[str, str]) -> Path:
 
 
 def check_port_free(options: ServerOptions) -> None:
-    """Raise :class:`StartError` when something listens on ``port`` already: found in a millisecond, where Spark
+    """Raise :class:`ServerStartError` when something listens on ``port`` already: found in a millisecond, where Spark
     would start for seconds and then fail with a page of stack trace. Bound as the server binds (every
     interface, or its binding address) and, like it, with SO_REUSEADDR: a port a stopped server left in
     TIME_WAIT is free."""
@@ -256,7 +250,7 @@ def check_port_free(options: ServerOptions) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as error:
-        raise StartError(f"{ADDRESS_CONF}={host}: cannot bind to it ({error.strerror or error})") from None
+        raise ServerStartError(f"{ADDRESS_CONF}={host}: cannot bind to it ({error.strerror or error})") from None
     family, kind, proto, _, where = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -265,10 +259,10 @@ def check_port_free(options: ServerOptions) -> None:
         except OSError as error:
             holder = f"{host}:{port}" if host else f"port {port}"
             if error.errno == errno.EADDRINUSE:
-                raise StartError(
+                raise ServerStartError(
                     f"{holder} is in use: stop what listens there, or give another port with --port"
                 ) from None
-            raise StartError(
+            raise ServerStartError(
                 f"{holder} cannot be bound ({error.strerror or error}): give another port with --port"
             ) from None
 
@@ -299,7 +293,7 @@ def serve(options: ServerOptions) -> int:
 
     jars_dir = spark_jars_dir(os.environ)
     if not jars_dir.is_dir():
-        raise StartError(
+        raise ServerStartError(
             f"no Spark jars in {jars_dir}: connect-server runs Spark itself and needs the full pyspark package "
             "(not pyspark-client), or SPARK_HOME set to a Spark distribution"
         )
@@ -337,10 +331,10 @@ def _start_context(confs: Mapping[str, str], options: ServerOptions) -> SparkCon
     except Exception as error:  # noqa: BLE001 - one line for whatever stops Spark, not a traceback
         text = _java_error(error)
         if "BindException" in text or "Failed to bind" in text:
-            raise StartError(
+            raise ServerStartError(
                 f"port {options.port} is in use: stop what listens there, or give another port with --port"
             ) from None
-        raise StartError(f"Spark did not start: {text}") from None
+        raise ServerStartError(f"Spark did not start: {text}") from None
 
 
 def _java_error(error: BaseException) -> str:
@@ -369,11 +363,11 @@ def _start_lineage(sc: SparkContext) -> tuple[SparkSession, SparkLineageHandle]:
         handle = spark_lineage.enable(spark)
     except ConfigError as error:
         spark.stop()
-        raise UsageError(str(error)) from None
+        raise ServerUsageError(str(error)) from None
     except Exception as error:  # a server without the lineage it was started for is of no use
         log.debug("spark_lineage: turning lineage on", exc_info=True)
         spark.stop()
-        raise StartError(f"lineage could not be turned on: {_java_error(error)}") from None
+        raise ServerStartError(f"lineage could not be turned on: {_java_error(error)}") from None
     return spark, handle
 
 

@@ -33,6 +33,7 @@ import attr
 from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 
 from spark_lineage.delivery.payloads import from_payload
+from spark_lineage.errors import KafkaDeliveryError, KafkaDeliveryTimeoutError
 from spark_lineage.extras import install_hint
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -40,14 +41,6 @@ TRANSPORT_CLASS = f"{__name__}.AcknowledgedKafkaTransport"
 """How openlineage-python's transport factory finds this transport (a dotted class path is a transport type)."""
 
 librdkafka_log = logging.getLogger("spark_lineage.kafka")
-
-
-class KafkaDeliveryError(RuntimeError):
-    """The broker refused the event (the producer's delivery report is an error)."""
-
-
-class KafkaDeliveryTimeoutError(TimeoutError):
-    """The broker did not acknowledge the event in time."""
 
 
 @attr.define

@@ -24,7 +24,8 @@ from urllib.parse import urljoin
 from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import CannotRebuildError, ReplaySecrets, leave_retries_to_the_spool, rebuilt
+from spark_lineage.delivery.transports import ReplaySecrets, leave_retries_to_the_spool, rebuilt
+from spark_lineage.errors import CannotRebuildError
 from spark_lineage.redaction import Redactor, public_url
 from spark_lineage.worker import ErrorLog, problem
 

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from spark_lineage.delivery.payloads import Payload
+from spark_lineage.errors import SpoolDamagedError
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 SPOOL_FILE = "spool.sqlite"
@@ -157,10 +158,6 @@ def disk_problem(error: BaseException) -> DiskProblem:
     if primary == _SQLITE_FULL or "disk is full" in text or getattr(error, "errno", None) in (28, 122):
         return DiskProblem.FULL
     return DiskProblem.UNUSABLE
-
-
-class SpoolDamagedError(sqlite3.DatabaseError):
-    """The spool file failed its check when it was opened."""
 
 
 def set_aside(directory: Path, clock: float | None = None) -> Path:

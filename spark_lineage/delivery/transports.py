@@ -51,6 +51,7 @@ from openlineage.client.transport.transport import Transport, TransportFactory
 from spark_lineage.delivery.console import PrintingConsoleTransport, visible
 from spark_lineage.delivery.kafka import AcknowledgedKafkaTransport, acknowledged
 from spark_lineage.delivery.payloads import from_payload
+from spark_lineage.errors import CannotRebuildError
 from spark_lineage.redaction import Redactor, protect_logs, public_url
 
 if TYPE_CHECKING:
@@ -315,10 +316,6 @@ def rebuilt(destination: str, kept: dict[str, Any], secrets: ReplaySecrets) -> A
             f"{shown}: its transport cannot be made here ({redactor.text(str(error))}); pass --conf "
             "spark.openlineage.transport.* settings"
         ) from None
-
-
-class CannotRebuildError(Exception):
-    """A kept destination's transport cannot be made again; the message says why and what to pass."""
 
 
 def leave_retries_to_the_spool(transport: Any) -> None:

@@ -24,13 +24,13 @@ Everything it returns is plain Python data (:mod:`spark_lineage.plan`); none of 
 means.
 """
 
+from spark_lineage.errors import JvmError
 from spark_lineage.jvm.bridge import JvmBridge, QueryListener
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
 from spark_lineage.jvm.listener import JobSink, PendingJob, PendingSqlJob
 from spark_lineage.jvm.sessions import PendingSessionEvent, SessionSink
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery
 from spark_lineage.jvm.streaming import PendingStreamEvent, StreamEventKind, StreamListener, StreamStarted
-from spark_lineage.jvm.values import JvmError
 
 __all__ = [
     "CaptureRules",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage
+from spark_lineage.errors import JvmError, JvmGoneError
 from spark_lineage.jvm import watch
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, IcebergReporterInstaller, PendingReport
 from spark_lineage.jvm.listener import JobListener, JobSink, PendingJob, RddJobReader
@@ -30,7 +31,7 @@ from spark_lineage.jvm.sessions import (
 )
 from spark_lineage.jvm.spark import CaptureRules, PendingQuery, QueryReader, read_session_conf
 from spark_lineage.jvm.streaming import StreamListener, StreamReader
-from spark_lineage.jvm.values import JavaCallback, JvmClasses, JvmError, release, safe, unwrap_option
+from spark_lineage.jvm.values import JavaCallback, JvmClasses, release, safe, unwrap_option
 from spark_lineage.plan import (
     CapturedQuery,
     ConnectClient,
@@ -78,13 +79,6 @@ class QueryListener(JavaCallback):
 
     class Java:
         implements = [_QUERY_LISTENER]
-
-
-class JvmGoneError(JvmError):
-    """The JVM has ended: nothing can be read from it."""
-
-    def __init__(self) -> None:
-        super().__init__("the JVM ended")
 
 
 class JvmBridge:

@@ -10,16 +10,13 @@
    catalyst_tree`), what the probers wrote of its nodes (:mod:`spark_lineage.jvm.probes`), the executed plan's
    root and SQL metrics, the SQL text, the failure, and the plan's JSON when asked for.
 
-Each part is read on its own: one that throws is written as :attr:`CaptureTag.FAILED`, and the reader
-(:mod:`spark_lineage.jvm.spark`) reads it again the Python way, which reports the error as it always did. The
-answer crosses whole when the JVM sends it without waiting (:func:`~spark_lineage.jvm.values.answers_at_once`),
-else in pieces, as the tree reader's do.
+Each part is read on its own: one that throws is written as :attr:`~spark_lineage.jvm.wire.CaptureTag.FAILED`,
+and the reader (:mod:`spark_lineage.jvm.spark`) reads it again the Python way, which reports the error as it
+always did. The answer crosses whole when the JVM sends it without waiting
+(:func:`~spark_lineage.jvm.values.answers_at_once`), else in pieces, as the tree reader's do.
 
-The text of both is a sequence of values, one per field, in the order of the field enums:
-
-- ``s<n>:<text>``: text of ``n`` code points; ``v<text>;``: a number or a boolean; ``N``: nothing;
-- ``F``: the part threw; ``L<n>;``: the plan's text is ``n`` characters, more than allowed (not sent);
-- ``[`` values ``]``: a list (the SQL texts of the parsed plan's children).
+The text of both is a sequence of values, one per field, in the order of the field enums, each a token of
+:class:`~spark_lineage.jvm.wire.CaptureTag`.
 """
 
 from __future__ import annotations
@@ -28,25 +25,15 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Union
 
-from spark_lineage.jvm.catalyst_tree import CHUNK_CHARS, MAX_TEXT_CHARS, DecodeError, TextReader, read_scalar
+from spark_lineage.errors import DecodeError
+from spark_lineage.jvm.catalyst_tree import CHUNK_CHARS, MAX_TEXT_CHARS, TextReader, read_scalar
 from spark_lineage.jvm.probes import ProbeCompiler
 from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, answers_at_once, call
+from spark_lineage.jvm.values import JvmClasses, answers_at_once, call
+from spark_lineage.jvm.wire import ITEM_SEP, CaptureTag
 
 _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
 _TREE_NODE = "org.apache.spark.sql.catalyst.trees.TreeNode"
-
-
-class CaptureTag(str, Enum):
-    """The tokens of the header's and the body's texts."""
-
-    STRING = "s"
-    NUMBER = "v"
-    NONE = "N"
-    FAILED = "F"
-    TOO_LONG = "L"
-    LIST = "["
-    LIST_END = "]"
 
 
 class HeaderField(IntEnum):
@@ -520,15 +507,15 @@ class _FieldReader(TextReader):
     def value(self) -> Field:
         tag = self._take(1)
         if tag == CaptureTag.STRING.value:
-            return self._take(int(self._until(":")))
+            return self._string()
         if tag == CaptureTag.NUMBER.value:
-            return read_scalar(self._until(";"))
+            return read_scalar(self._token())
         if tag == CaptureTag.NONE.value:
             return None
         if tag == CaptureTag.FAILED.value:
             return FAILED
         if tag == CaptureTag.TOO_LONG.value:
-            return TooLong(int(self._until(";")))
+            return TooLong(int(self._token()))
         if tag == CaptureTag.LIST.value:
             items: list[Field] = []
             while self._peek() != CaptureTag.LIST_END.value:

@@ -14,7 +14,7 @@ The walk is generic: it knows tree nodes, sequences, options, tuples, strings, n
 ids, and nothing about what any node means. Everything else (relations, tables, options, data types, literal
 values) is read as its class name only, so neither large values nor secrets cross.
 
-The text, one token per value:
+The text, one token per value (the tags are :class:`~spark_lineage.jvm.wire.TreeTag`'s):
 
 - ``{cls;hash;@<id>:<n>:<name>...;`` fields ``|`` ``hash;``... ``}``: a plan node: its class, identity hash,
   output columns (expression id and name), its constructor parameters, then the identity hashes of its
@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from spark_lineage.errors import DecodeError, JvmError
 from spark_lineage.jvm.method_handles import HandleBuilder
-from spark_lineage.jvm.values import JvmClasses, JvmError
+from spark_lineage.jvm.values import JvmClasses
+from spark_lineage.jvm.wire import CLASS_PREFIXES, TreeTag
 from spark_lineage.plan import SKIPPED_EXPRESSION, Attribute, CatalystNode, Opaque, TreeValue
 
 MAX_TEXT_CHARS = 8_000_000
@@ -45,16 +47,40 @@ CHUNK_CHARS = 7_000
 """How much text one answer holds when answers cross in pieces (py4j answers of more than 8 KiB stall 40 ms on
 Nagle's algorithm)."""
 
-# Class names are shortened JVM-side (a plan repeats them hundreds of times) and expanded here.
-_PACKAGES = (
-    ("org.apache.spark.sql.catalyst.expressions.", "~e."),
-    ("org.apache.spark.sql.catalyst.plans.logical.", "~l."),
-    ("org.apache.spark.sql.execution.datasources.", "~d."),
-    ("org.apache.spark.sql.execution.", "~x."),
-    ("org.apache.spark.sql.catalyst.", "~c."),
-    ("org.apache.spark.sql.types.", "~t."),
-    ("org.apache.spark.sql.", "~s."),
+
+_PLAN, _PLAN_CHILDREN, _PLAN_END, _OUTPUT = (
+    TreeTag.PLAN.value,
+    TreeTag.PLAN_CHILDREN.value,
+    TreeTag.PLAN_END.value,
+    TreeTag.OUTPUT.value,
 )
+_EXPRESSION, _EXPR_ID_OF, _EXPRESSION_END = (
+    TreeTag.EXPRESSION.value,
+    TreeTag.EXPR_ID_OF.value,
+    TreeTag.EXPRESSION_END.value,
+)
+_LIST, _LIST_END, _TUPLE, _TUPLE_END = (
+    TreeTag.LIST.value,
+    TreeTag.LIST_END.value,
+    TreeTag.TUPLE.value,
+    TreeTag.TUPLE_END.value,
+)
+_STRING, _SCALAR, _EXPR_ID, _ENUM, _OPAQUE, _ROWS = (
+    TreeTag.STRING.value,
+    TreeTag.SCALAR.value,
+    TreeTag.EXPR_ID.value,
+    TreeTag.ENUM.value,
+    TreeTag.OPAQUE.value,
+    TreeTag.ROWS.value,
+)
+_NONE, _SKIPPED, _END, _LENGTH_END = (
+    TreeTag.NONE.value,
+    TreeTag.SKIPPED_EXPRESSION.value,
+    TreeTag.END.value,
+    TreeTag.LENGTH_END.value,
+)
+_TOKENS = _SCALAR + _EXPR_ID + _ENUM + _OPAQUE + _ROWS
+"""The tags of a token ended by :data:`_END` (``TreeTag`` as plain strings: the decoder compares them per token)."""
 
 
 class CatalystTreeReader:
@@ -138,7 +164,7 @@ class TreeRead:
 @lru_cache(maxsize=4096)
 def expand_class_name(short: str) -> str:
     """A class name as the walker shortens it, in full (asked for every node of every plan read: kept)."""
-    for package, prefix in _PACKAGES:
+    for package, prefix in CLASS_PREFIXES:
         if short.startswith(prefix):
             return package + short[len(prefix) :]
     return short
@@ -149,10 +175,6 @@ def _opaque(short: str) -> Opaque:
     """The value that stands for an object of a class the walker writes by its shortened name: one per class
     (an ``Opaque`` never changes; a plan holds dozens of data types and metadata of a few classes)."""
     return Opaque(expand_class_name(short))
-
-
-class DecodeError(JvmError):
-    """The tree's text is not what the walker writes."""
 
 
 def decode(text: str, field_names: Callable[[str], Sequence[str]]) -> TreeValue:
@@ -218,6 +240,14 @@ class TextReader:
         self.position = end + 1
         return chunk
 
+    def _string(self) -> str:
+        """The text of a ``s<n>:<text>`` whose tag was read."""
+        return self._take(int(self._until(_LENGTH_END)))
+
+    def _token(self) -> str:
+        """What precedes the next :attr:`~spark_lineage.jvm.wire.TreeTag.END` (a number, a class name)."""
+        return self._until(_END)
+
 
 class _Decoder(TextReader):
     what = "the tree's text"
@@ -234,6 +264,9 @@ class _Decoder(TextReader):
         # ``_take`` and ``_until``) was most of a query's decoding time.
         text, pos, length = self.text, self.position, len(self.text)
         find, expand = text.find, expand_class_name
+        # the tags in locals: compared as fast as literals
+        string, scalar, expr_id, enum, opaque, tokens = _STRING, _SCALAR, _EXPR_ID, _ENUM, _OPAQUE, _TOKENS
+        none, skipped, token_end, length_end = _NONE, _SKIPPED, _END, _LENGTH_END
         stack: list[_Open] = []
         end = ""  # what closes the innermost node or collection open
         values: list[TreeValue] | None = None  # its values so far
@@ -248,38 +281,38 @@ class _Decoder(TextReader):
                 value = self._close(stack.pop())
                 pos = self.position
                 end, values = (stack[-1].end, stack[-1].values) if stack else ("", None)
-            elif tag == "s":
-                colon = find(":", pos)
+            elif tag == string:
+                colon = find(length_end, pos)
                 if colon < 0:
-                    raise _missing(":", pos)
+                    raise _missing(length_end, pos)
                 first = colon + 1
                 pos = first + int(text[pos:colon])
                 if pos > length:
                     raise DecodeError(f"{self.what} ends early")
                 value = text[first:pos]
-            elif tag in "veEoz":
-                semicolon = find(";", pos)
+            elif tag in tokens:
+                semicolon = find(token_end, pos)
                 if semicolon < 0:
-                    raise _missing(";", pos)
+                    raise _missing(token_end, pos)
                 token = text[pos:semicolon]
                 pos = semicolon + 1
-                if tag == "v":
+                if tag == scalar:
                     value = read_scalar(token)
-                elif tag == "e":
+                elif tag == expr_id:
                     value = int(token)
-                elif tag == "E":
+                elif tag == enum:
                     value = token
-                elif tag == "o":
+                elif tag == opaque:
                     value = _opaque(token)
-                else:  # z<cls>;<n>;
-                    semicolon = find(";", pos)
+                else:  # rows: z<cls>;<n>;
+                    semicolon = find(token_end, pos)
                     if semicolon < 0:
-                        raise _missing(";", pos)
+                        raise _missing(token_end, pos)
                     value = Opaque(expand(token), int(text[pos:semicolon]))
                     pos = semicolon + 1
-            elif tag == "N":
+            elif tag == none:
                 value = None
-            elif tag == "x":
+            elif tag == skipped:
                 value = SKIPPED_EXPRESSION
             else:
                 self.position = pos
@@ -296,30 +329,30 @@ class _Decoder(TextReader):
 
     def _open(self, tag: str) -> _Open:
         """A node or collection whose ``tag`` was just read."""
-        if tag == "{":
-            class_name = expand_class_name(self._until(";"))
-            identity = self._until(";")
+        if tag == _PLAN:
+            class_name = expand_class_name(self._until(_END))
+            identity = self._until(_END)
             output: list[Attribute] = []
-            if self._peek() == "@":
+            if self._peek() == _OUTPUT:
                 self.position += 1
-                while self._peek() != ";":
-                    expr_id = int(self._until(":"))
-                    output.append(Attribute(expr_id, self._take(int(self._until(":")))))
+                while self._peek() != _END:
+                    expr_id = int(self._until(_LENGTH_END))
+                    output.append(Attribute(expr_id, self._take(int(self._until(_LENGTH_END)))))
                 self.position += 1
             index = self._plan_nodes
             self._plan_nodes += 1
-            return _Open("|", class_name, "plan", identity=identity, index=index, output=tuple(output))
-        if tag == "(":
-            class_name = expand_class_name(self._until(";"))
+            return _Open(_PLAN_CHILDREN, class_name, "plan", identity=identity, index=index, output=tuple(output))
+        if tag == _EXPRESSION:
+            class_name = expand_class_name(self._until(_END))
             named: int | None = None
-            if self._peek() == "#":
+            if self._peek() == _EXPR_ID_OF:
                 self.position += 1
-                named = int(self._until(";"))
-            return _Open(")", class_name, "expression", expr_id=named)
-        if tag == "[":
-            return _Open("]")
-        if tag == "<":
-            return _Open(">", kind="tuple")
+                named = int(self._until(_END))
+            return _Open(_EXPRESSION_END, class_name, "expression", expr_id=named)
+        if tag == _LIST:
+            return _Open(_LIST_END)
+        if tag == _TUPLE:
+            return _Open(_TUPLE_END, kind="tuple")
         raise DecodeError(f"unknown tag {tag!r} at {self.position - 1}")
 
     def _close(self, opened: _Open) -> TreeValue:
@@ -332,8 +365,8 @@ class _Decoder(TextReader):
         if opened.kind == "expression":
             return CatalystNode(opened.class_name, fields, expr_id=opened.expr_id)
         child_identities = []
-        while self._peek() != "}":
-            child_identities.append(self._until(";"))
+        while self._peek() != _PLAN_END:
+            child_identities.append(self._until(_END))
         self.position += 1
         node = CatalystNode(opened.class_name, fields, is_plan=True, output=opened.output)
         node.index = opened.index
@@ -421,7 +454,7 @@ class WalkBuilder(HandleBuilder):
 
         return self._once(("write", text), make)
 
-    def _write_text_of(self, text_of: Any, end: str = ";") -> Any:
+    def _write_text_of(self, text_of: Any, end: str = TreeTag.END.value) -> Any:
         """``(value, out)``: append ``text_of(value)`` (a ``(Object)String``) then ``end``."""
         append = self._append()
         handle = self._void(self.mh.filterArguments(append, 1, self._handles(text_of)))
@@ -439,7 +472,7 @@ class WalkBuilder(HandleBuilder):
         def make() -> Any:
             name = self.full_class_name()
             replace = self._method("java.lang.String", "replace", "java.lang.CharSequence", "java.lang.CharSequence")
-            for package, short in _PACKAGES:
+            for package, short in CLASS_PREFIXES:
                 name = self._after(name, self.mh.insertArguments(replace, 1, self._objects(package, short)))
             return self.mh.explicitCastArguments(name, self._method_type(self.STR, self.OBJ))
 
@@ -506,7 +539,7 @@ class WalkBuilder(HandleBuilder):
         plan_steps = [
             too_long,
             remember,
-            self._write("{"),
+            self._write(TreeTag.PLAN.value),
             self._write_text_of(class_name),
             self._write_text_of(identity),
         ]
@@ -514,7 +547,7 @@ class WalkBuilder(HandleBuilder):
             plan_steps.append(self._output())
         plan_steps += [
             self._for_each(product_items, walk),
-            self._write("|"),
+            self._write(TreeTag.PLAN_CHILDREN.value),
             self._for_each(
                 self._after(
                     self._method("org.apache.spark.sql.catalyst.trees.TreeNode", "children"),
@@ -522,7 +555,7 @@ class WalkBuilder(HandleBuilder):
                 ),
                 self._write_text_of(identity),
             ),
-            self._write("}"),
+            self._write(TreeTag.PLAN_END.value),
         ]
         plan_node = self._then(*plan_steps)
         if expressions:
@@ -532,24 +565,24 @@ class WalkBuilder(HandleBuilder):
             )
             expression_node = self._then(
                 too_long,
-                self._write("("),
+                self._write(TreeTag.EXPRESSION.value),
                 self._write_text_of(class_name),
                 self._choose(
                     [
                         (
                             self._is("org.apache.spark.sql.catalyst.expressions.NamedExpression"),
-                            self._then(self._write("#"), self._write_text_of(self._text(expr_id))),
+                            self._then(self._write(TreeTag.EXPR_ID_OF.value), self._write_text_of(self._text(expr_id))),
                         )
                     ],
                     otherwise=self._write(""),
                 ),
                 self._for_each(product_items, walk),
-                self._write(")"),
+                self._write(TreeTag.EXPRESSION_END.value),
             )
         else:
-            expression_node = self._write("x")
+            expression_node = self._write(TreeTag.SKIPPED_EXPRESSION.value)
         cases = [
-            (self._method("java.util.Objects", "isNull", "java.lang.Object"), self._write("N")),
+            (self._method("java.util.Objects", "isNull", "java.lang.Object"), self._write(TreeTag.NONE.value)),
             (self._is("org.apache.spark.sql.catalyst.plans.QueryPlan"), plan_node),
             (self._is("org.apache.spark.sql.catalyst.trees.TreeNode"), expression_node),
             (self._is("scala.collection.Seq"), self._sequence(walk, class_name)),
@@ -558,7 +591,11 @@ class WalkBuilder(HandleBuilder):
             (self._is("scala.Tuple3"), self._tuple(walk)),
             *self._plain_values(),
         ]
-        site.setTarget(self._choose(cases, otherwise=self._then(self._write("o"), self._write_text_of(class_name))))
+        site.setTarget(
+            self._choose(
+                cases, otherwise=self._then(self._write(TreeTag.OPAQUE.value), self._write_text_of(class_name))
+            )
+        )
         return walk
 
     def _output(self) -> Any:
@@ -572,7 +609,7 @@ class WalkBuilder(HandleBuilder):
                         self._method("org.apache.spark.sql.catalyst.expressions.ExprId", "id"),
                     )
                 ),
-                ":",
+                TreeTag.LENGTH_END.value,
             ),
             self._write_text_of(
                 self._text(
@@ -584,7 +621,7 @@ class WalkBuilder(HandleBuilder):
                         ),
                     )
                 ),
-                ":",
+                TreeTag.LENGTH_END.value,
             ),
             self._write_text_of(self._method("org.apache.spark.sql.catalyst.expressions.NamedExpression", "name"), ""),
         )
@@ -602,7 +639,7 @@ class WalkBuilder(HandleBuilder):
                 self._write(""), 0, self._types(self._classes.java_class("java.lang.RuntimeException"))
             ),
         )
-        return self._then(self._write("@"), guarded, self._write(";"))
+        return self._then(self._write(TreeTag.OUTPUT.value), guarded, self._write(TreeTag.END.value))
 
     def string(self) -> Any:
         """``(value, out)``: ``s<n>:<text>``, the value's text and its length in code points."""
@@ -613,8 +650,8 @@ class WalkBuilder(HandleBuilder):
             )
             return self._after_text(
                 self._then(
-                    self._write("s"),
-                    self._write_text_of(self._text(code_points), ":"),
+                    self._write(TreeTag.STRING.value),
+                    self._write_text_of(self._text(code_points), TreeTag.LENGTH_END.value),
                     self._write_text_of(self._method("java.lang.Object", "toString"), ""),
                 )
             )
@@ -625,7 +662,9 @@ class WalkBuilder(HandleBuilder):
         """``(value, out)``: ``v<text>;``, a number or a boolean."""
         return self._once(
             "scalar",
-            lambda: self._then(self._write("v"), self._write_text_of(self._method("java.lang.Object", "toString"))),
+            lambda: self._then(
+                self._write(TreeTag.SCALAR.value), self._write_text_of(self._method("java.lang.Object", "toString"))
+            ),
         )
 
     def _after_text(self, writer: Any) -> Any:
@@ -636,10 +675,10 @@ class WalkBuilder(HandleBuilder):
     def _plain_values(self) -> list[tuple[Any, Any]]:
         string, scalar = self.string(), self.scalar()
         expr_id = self._then(
-            self._write("e"),
+            self._write(TreeTag.EXPR_ID.value),
             self._write_text_of(self._text(self._method("org.apache.spark.sql.catalyst.expressions.ExprId", "id"))),
         )
-        enum = self._then(self._write("E"), self._write_text_of(self._method("java.lang.Enum", "name")))
+        enum = self._then(self._write(TreeTag.ENUM.value), self._write_text_of(self._method("java.lang.Enum", "name")))
         return [
             (self._is("java.lang.String"), string),
             (self._is("java.lang.Number"), scalar),
@@ -651,7 +690,11 @@ class WalkBuilder(HandleBuilder):
     def _sequence(self, walk: Any, class_name: Any) -> Any:
         """``[...]`` of the items, or ``z<cls>;<n>;`` when the first item is not something the walk reads."""
         seq = "scala.collection.Seq"
-        walked = self._then(self._write("["), self._for_each(self._method(seq, "iterator"), walk), self._write("]"))
+        walked = self._then(
+            self._write(TreeTag.LIST.value),
+            self._for_each(self._method(seq, "iterator"), walk),
+            self._write(TreeTag.LIST_END.value),
+        )
         head = self._method(seq, "head")
         readable = self._choose(
             [(self._method("java.util.Objects", "isNull", "java.lang.Object"), self._constant(True))]
@@ -661,7 +704,7 @@ class WalkBuilder(HandleBuilder):
         head_readable = self._after(head, readable)
         readable_items = self.mh.guardWithTest(self._method(seq, "isEmpty"), self._constant(True), head_readable)
         skipped = self._then(
-            self._write("z"),
+            self._write(TreeTag.ROWS.value),
             self._write_text_of(self._after(head, class_name)),
             self._write_text_of(self._text(self._method(seq, "size"))),
         )
@@ -670,11 +713,13 @@ class WalkBuilder(HandleBuilder):
     def _option(self, walk: Any) -> Any:
         option = "scala.Option"
         read = self.mh.filterArguments(walk, 0, self._handles(self._method(option, "get")))
-        return self.mh.guardWithTest(self._method(option, "isDefined"), read, self._write("N"))
+        return self.mh.guardWithTest(self._method(option, "isDefined"), read, self._write(TreeTag.NONE.value))
 
     def _tuple(self, walk: Any) -> Any:
         return self._then(
-            self._write("<"), self._for_each(self._method("scala.Product", "productIterator"), walk), self._write(">")
+            self._write(TreeTag.TUPLE.value),
+            self._for_each(self._method("scala.Product", "productIterator"), walk),
+            self._write(TreeTag.TUPLE_END.value),
         )
 
     def _too_long(self, max_chars: int) -> Any:

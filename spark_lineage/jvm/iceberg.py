@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from spark_lineage.jvm.values import JvmClasses, JvmError, message
+from spark_lineage.errors import JvmError
+from spark_lineage.jvm.values import JvmClasses, message
 
 log = logging.getLogger("spark_lineage")
 

@@ -39,6 +39,7 @@ from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore, job_texts, sql_job_store
 from spark_lineage.jvm.values import JvmClasses, message, safe
+from spark_lineage.jvm.wire import JobMarker, Separator
 from spark_lineage.plan import (
     JobIo,
     QueryJob,
@@ -56,18 +57,7 @@ _JOB_START = "org.apache.spark.scheduler.SparkListenerJobStart"
 _JOB_END = "org.apache.spark.scheduler.SparkListenerJobEnd"
 _LISTENER = "org.apache.spark.scheduler.SparkListenerInterface"
 _SQL_EXECUTION_ID = "spark.sql.execution.id"
-_END = "end"
-"""What the sink receives beside an RDD job's end (its text, or its event): a string crosses py4j as a value,
-with no round trip."""
-_WRITES = "writes"
-"""What the JVM keeps, until its end, for an RDD job that writes files (its start was passed to Python)."""
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
-_FIELD_SEP = "\x1f"
-"""Separates the fields of a job's texts: a start's (:meth:`_ListenerBuilder._start_text`: the job's id, time,
-the properties of :data:`_JOB_PROPERTIES`, and for a SQL execution's job its query's id and its execution's
-id) and an end's (:meth:`_ListenerBuilder._end_text`: the job's id, time and the class of its result)."""
-_UNSET = "\x1d"
-"""Stands for a job property that is not set."""
 _JOB_PROPERTIES = ("spark.job.description", "spark.jobGroup.id", "callSite.short")
 _SQL_EXECUTION = "org.apache.spark.sql.execution.SQLExecution"
 _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
@@ -97,7 +87,7 @@ class PendingJob:
       :meth:`_ListenerBuilder._start_text` joins them), and the ``Option`` of its ``ActiveJob``;
     - the end of a job that writes files: its end's text (the job's id, time and the class of its result, as
       :meth:`_ListenerBuilder._end_text` joins them) when it succeeded, its ``SparkListenerJobEnd`` when it
-      failed; and :data:`_END`;
+      failed; and ``JobMarker.END``;
     - the end of a job that writes nothing and failed (its start was not passed): its ``SparkListenerJobEnd``,
       and what the JVM kept of its start, the list ``[start's text, Option of its ActiveJob]``.
 
@@ -108,7 +98,8 @@ class PendingJob:
     event: Any
     """A text, or a ``SparkListenerJobEnd``."""
     extra: Any = None
-    """The ``Option`` of a start's ``ActiveJob``, :data:`_END`, or what the JVM kept of a failed job's start."""
+    """The ``Option`` of a start's ``ActiveJob``, ``JobMarker.END`` (:mod:`~spark_lineage.jvm.wire`), or what the
+    JVM kept of a failed job's start."""
 
     @property
     def is_start(self) -> bool:
@@ -287,7 +278,7 @@ class ListenerProxyBuilder(HandleBuilder):
         collected = self.mh.insertArguments(
             join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), len(parts)),
             0,
-            self._objects(_FIELD_SEP),
+            self._objects(Separator.FIELD.value),
         )
         filters = [part.asType(part.type().changeReturnType(sequence)) for part in parts]
         each = self.mh.filterArguments(collected, 0, self._handles(*filters))
@@ -344,8 +335,8 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
     def _rdd_start(self, sink: Any, jobs: Any, started: Any) -> Any:
         """``(SparkListenerJobStart) -> void`` for a job that is no SQL execution, with the ``Option`` of its
         ``ActiveJob`` (from ``jobs``, Spark's map of them): a job that writes files (:meth:`_writes_files`) is
-        kept as :data:`_WRITES` and its start passed on, its text with the ``Option``; for any other job,
-        ``[its start's text, the Option]`` is kept, and nothing passed on. Beyond :data:`RDD_JOBS_KEPT` jobs
+        kept as ``JobMarker.WRITES`` and its start passed on, its text with the ``Option``; for any other
+        job, ``[its start's text, the Option]`` is kept, and nothing passed on. Beyond :data:`RDD_JOBS_KEPT` jobs
         kept, all are forgotten first."""
         job_id = self._job_id(_JOB_START)
         active_job = self.mh.filterArguments(
@@ -367,7 +358,7 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
         )
         # (option, event) -> void
         passed_on = self._then(
-            self.mh.foldArguments(keep, self._returning(_WRITES, self.OBJ, self.OBJ)),
+            self.mh.foldArguments(keep, self._returning(JobMarker.WRITES.value, self.OBJ, self.OBJ)),
             self.mh.permuteArguments(
                 self.mh.filterArguments(self._accept(sink), 0, self._handles(text)),
                 self._method_type(self.VOID, self.OBJ, self.OBJ),
@@ -419,11 +410,11 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
 
     def _rdd_end(self, sink: Any, text: Any) -> Any:
         """``(kept, SparkListenerJobEnd) -> void``: the end of a job that writes files (``kept`` is
-        :data:`_WRITES`) is passed on, as its ``text`` when it succeeded, as the event when it failed (for its
-        exception), with :data:`_END`; the end of any other job only when it failed, as the event with what
-        its start kept."""
+        ``JobMarker.WRITES``) is passed on, as its ``text`` when it succeeded, as the event when it failed (for
+        its exception), with ``JobMarker.END``; the end of any other job only when it failed, as the event with
+        what its start kept."""
         accept = self._accept(sink)
-        with_end = self.mh.insertArguments(accept, 1, self._objects(_END))
+        with_end = self.mh.insertArguments(accept, 1, self._objects(JobMarker.END.value))
         two_objects = self._method_type(self.VOID, self.OBJ, self.OBJ)
         succeeded = self.mh.dropArguments(
             self._after(self._method(_JOB_END, "jobResult"), self._is(_JOB_SUCCEEDED)), 0, self._types(self.OBJ)
@@ -479,7 +470,7 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
         unset = self.mh.insertArguments(
             self._method("java.util.Objects", "toString", "java.lang.Object", "java.lang.String"),
             1,
-            self._objects(_UNSET),
+            self._objects(Separator.UNSET.value),
         )
         parts = [
             self._string(self._job_id(_JOB_START), "java.lang.Object"),
@@ -518,7 +509,7 @@ class RddJobReader:
     def _read_start(self, text: str, option: Any) -> RddJobStart:
         """The start of a job that writes files (a Hadoop save, as the JVM told: the job's ``ActiveJob`` was
         held, and its final stage's closure is ``SparkHadoopWriter``'s): where it writes, and its graph."""
-        time_ms, details = _job_started(text.split(_FIELD_SEP))
+        time_ms, details = _job_started(text.split(Separator.FIELD.value))
         stage = option.get().finalStage()
         errors: list[str] = []
         output = None
@@ -531,7 +522,7 @@ class RddJobReader:
     def _read_unseen_start(self, text: str, option: Any) -> RddJobStart:
         """The start of a job that writes nothing, read only as it failed: its graph, when Spark still held its
         ``ActiveJob`` at its start."""
-        time_ms, details = _job_started(text.split(_FIELD_SEP))
+        time_ms, details = _job_started(text.split(Separator.FIELD.value))
         start = RddJobStart(details.job_id, time_ms, details=details)
         if not bool(option.isDefined()):
             return start
@@ -561,7 +552,7 @@ class RddJobReader:
         """An end passed as text (:meth:`_ListenerBuilder._end_text`: it succeeded), or as the end event (it
         failed: its exception is read)."""
         if isinstance(event, str):
-            job_id, time_ms, succeeded = _job_ended(event.split(_FIELD_SEP))
+            job_id, time_ms, succeeded = _job_ended(event.split(Separator.FIELD.value))
             return RddJobEnd(job_id, time_ms) if succeeded else RddJobEnd(job_id, time_ms, error="job failed")
         job_id, time_ms = int(event.jobId()), int(event.time())
         result = event.jobResult()
@@ -607,14 +598,14 @@ def read_query_jobs(joined: str | None, query_id: int | None) -> tuple[QueryJob,
         return ()
     log = QueryJobLog()
     for text in job_texts(joined):
-        log.record(_sql_job(text.split(_FIELD_SEP), query_id))
+        log.record(_sql_job(text.split(Separator.FIELD.value), query_id))
     return log.take(query_id)
 
 
 def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
     """What the JVM wrote of a SQL execution's job start (id, time, properties, query id) or end (id, time,
     the class of its result)."""
-    fields = pending.text.split(_FIELD_SEP)
+    fields = pending.text.split(Separator.FIELD.value)
     return _sql_job(fields, int(fields[5]) if len(fields) > 5 and fields[5] else None)
 
 
@@ -629,7 +620,7 @@ def _sql_job(fields: list[str], query_id: int | None) -> SqlJobStart | SqlJobEnd
 
 def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:
     """A job start's time and details from its text's first five fields."""
-    description, group, call_site = (None if value == _UNSET else value for value in fields[2:5])
+    description, group, call_site = (None if value == Separator.UNSET.value else value for value in fields[2:5])
     return int(fields[1]), SparkJobDetails(int(fields[0]), description, group, call_site)
 
 

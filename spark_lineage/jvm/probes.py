@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from enum import Enum
 from typing import Any, Union
 
-from spark_lineage.jvm.catalyst_tree import DecodeError, TextReader, WalkBuilder, expand_class_name, read_scalar
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, unwrap_option
+from spark_lineage.errors import DecodeError, JvmError, NeedsPythonError
+from spark_lineage.jvm.catalyst_tree import TextReader, WalkBuilder, expand_class_name, read_scalar
+from spark_lineage.jvm.values import JvmClasses, message, parse_map, parse_metrics, unwrap_option
+from spark_lineage.jvm.wire import ITEM_SEP, ProbeTag
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
 
 log = logging.getLogger(__name__)
@@ -133,37 +134,6 @@ def converted(joined: str, spec: Probe) -> Any:
 
 
 # --- probes evaluated in the JVM -------------------------------------------------------------------------------
-
-
-class ProbeTag(str, Enum):
-    """The text the JVM-side probes write (:class:`ProbeCompiler`), which :class:`JvmProbes` reads: for each
-    object probed, one token saying whether its class has probes, then one value per probe, in the order the
-    class's handler declares them."""
-
-    PROBES = "!"
-    """The object's values follow, one per probe, then :attr:`END`."""
-    END = ";"
-    NO_PROBES = "-"
-    """The object's class declares no probes."""
-    UNKNOWN = "u"
-    """No prober is registered for the object's class yet: Python probes it (and registers the class)."""
-    NONE = "N"
-    STRING = "s"
-    """``s<n>:<text>``: text of ``n`` code points (a value's ``toString``, a collection joined)."""
-    SCALAR = "v"
-    """``v<text>;``: a number or a boolean."""
-    NESTED = "c"
-    """``c<class>;`` then what the nested object's class probes (:attr:`PROBES`, :attr:`NO_PROBES` or
-    :attr:`UNKNOWN`): a ``node`` probe's value."""
-    TABLE = "t"
-    """A ``table`` probe's ``CatalogTable``, as :attr:`NESTED`: Python completes it from the catalog when it
-    lacks the database or the location."""
-    RESOLVE = "r"
-    """A kind that needs Spark knowledge (catalog lookups, nested plans, RDD graphs): Python reads it."""
-    FAILED = "F"
-    """The read threw: Python reads the probe again, for the error the way it reports it."""
-    SKIPPED = "k"
-    """Not read: the probe's ``if_field`` is empty in the node."""
 
 
 RESOLVED_KINDS: frozenset[str] = frozenset({"v2table", "tree", "cached_plan", "qualified_path", "rdd_graph"})
@@ -476,10 +446,6 @@ _Probed = Union[ProbeTag, list[_RawValue]]
 """What the JVM wrote of one object: :attr:`ProbeTag.NO_PROBES`, :attr:`ProbeTag.UNKNOWN`, or its values."""
 
 
-class NeedsPythonError(Exception):
-    """A value the JVM-side probes left to Python (or could not read as Python would)."""
-
-
 class JvmProbes:
     """The probers of one reader (one thread), by class name, registered as classes are met; and the reading
     of what they write into the plan's nodes.
@@ -615,11 +581,11 @@ class _ProbeReader(TextReader):
         if tag is ProbeTag.NONE:
             return None
         if tag is ProbeTag.STRING:
-            return self._take(int(self._until(":")))
+            return self._string()
         if tag is ProbeTag.SCALAR:
-            return read_scalar(self._until(";"))
+            return read_scalar(self._token())
         if tag is ProbeTag.NESTED:
-            return _Nested(expand_class_name(self._until(";")), self.probed())
+            return _Nested(expand_class_name(self._token()), self.probed())
         if tag is ProbeTag.TABLE:
             nested = self._value()
             if not isinstance(nested, _Nested):

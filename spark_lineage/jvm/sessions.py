@@ -6,14 +6,15 @@ SparkContext's listener bus, though: :class:`SessionListener` hears them there, 
 :mod:`spark_lineage.jvm.listener` filters jobs), so Python is called once per query of a session that has no
 listener of ours, and once per Connect session start, end and first operation.
 
-What crosses is one text per event, its fields joined with ``\\x1f``, the first naming its kind
-(:class:`SessionEventKind`); :func:`read_session_event` reads it into plain data (:mod:`spark_lineage.plan`).
-The fields of each kind, in order:
+What crosses is one text per event, its fields joined with :attr:`~spark_lineage.jvm.wire.Separator.FIELD`,
+the first naming its kind (:class:`~spark_lineage.jvm.wire.SessionEventKind`); :func:`read_session_event` reads
+it into plain data (:mod:`spark_lineage.plan`). The fields of each kind, in order:
 
 - ``query``: execution id, end time (ms), execution name (the ``funcName`` query listeners get), duration (ns),
   the server session's UUID, ``true`` when the query failed, then the job tags its execution started with,
-  joined with ``\\x1e`` (``\\x1d`` when its start was not heard). The end event comes with it, on the side: the
-  worker reads its ``QueryExecution`` and failure from it;
+  joined with :data:`~spark_lineage.jvm.wire.ITEM_SEP` (:attr:`~spark_lineage.jvm.wire.Separator.UNSET` when
+  its start was not heard). The end event comes with it, on the side: the worker reads its ``QueryExecution``
+  and failure from it;
 - ``started`` and ``closed``: the Connect session's id, its user id, the time (ms);
 - ``client``: the same three, then the client's user agent, at the first operation of each Connect session.
 """
@@ -24,21 +25,17 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage
 from spark_lineage.jvm.listener import BusListener, ListenerProxyBuilder
 from spark_lineage.jvm.spark import PendingQuery
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, release
+from spark_lineage.jvm.values import JvmClasses, release
+from spark_lineage.jvm.wire import ITEM_SEP, Separator, SessionEventKind
 from spark_lineage.plan import ConnectClient, ConnectSessionEnded, ConnectSessionStarted, QueryOrigin
 
 log = logging.getLogger(__name__)
-
-FIELD_SEP = "\x1f"
-UNSET = "\x1d"
-"""Stands for job tags that were not heard."""
 
 _EXECUTION_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
@@ -53,15 +50,6 @@ _OPERATION_TAG = re.compile(
     r"SparkConnect_OperationTag_User_(?P<user>.*)_Session_(?P<session>[^_]+)_Operation_(?P<op>.+)"
 )
 _SESSION_TAG = re.compile(r"SparkConnect_SessionTag_User_.*_Session_(?P<session>[^_]+)_Tag_(?P<tag>.+)")
-
-
-class SessionEventKind(str, Enum):
-    """What a text the session listener passes is about: its first field."""
-
-    QUERY = "query"
-    STARTED = "started"
-    CLOSED = "closed"
-    CLIENT = "client"
 
 
 @dataclass
@@ -220,12 +208,14 @@ class _SessionListenerBuilder(ListenerProxyBuilder):
         tags_text = self.mh.insertArguments(
             self._method("java.util.Objects", "toString", "java.lang.Object", "java.lang.String"),
             1,
-            self._objects(UNSET),
+            self._objects(Separator.UNSET.value),
         )
         sequence = self._classes.java_class("java.lang.CharSequence")
         join = self._method("java.lang.String", "join", "java.lang.CharSequence", "[Ljava.lang.CharSequence;")
         two = self.mh.insertArguments(
-            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), 2), 0, self._objects(FIELD_SEP)
+            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), 2),
+            0,
+            self._objects(Separator.FIELD.value),
         )
         # (event, tags) -> text, then (tags, event) -> text
         text = self.mh.filterArguments(
@@ -331,11 +321,11 @@ def read_session_event(
 ) -> PendingQuery | ConnectSessionStarted | ConnectSessionEnded | ConnectClient | None:
     """What a text the session listener passed says, as plain data; a query as the :class:`PendingQuery` the
     query listener would have given (its end event read: one or two round trips)."""
-    fields = pending.text.split(FIELD_SEP)
+    fields = pending.text.split(Separator.FIELD.value)
     kind = SessionEventKind(fields[0])
     if kind is SessionEventKind.QUERY:
         event, pending.event = pending.event, None
-        tags = () if fields[7] == UNSET else tuple(tag for tag in fields[7].split(ITEM_SEP) if tag)
+        tags = () if fields[7] == Separator.UNSET.value else tuple(tag for tag in fields[7].split(ITEM_SEP) if tag)
         try:
             exception = event.executionFailure().get() if fields[6] == "true" else None
             query_execution = event.qe()

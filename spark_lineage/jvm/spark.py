@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from spark_lineage.errors import DecodeError, JvmError
 from spark_lineage.jvm.capture import (
     FAILED,
     BodyField,
@@ -37,12 +38,13 @@ from spark_lineage.jvm.capture import (
     HeaderField,
     TooLong,
 )
-from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, DecodeError, TreeRead, decode_plan
+from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode_plan
 from spark_lineage.jvm.listener import read_query_jobs
 from spark_lineage.jvm.probes import JvmProbes, ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.sql_jobs import sql_job_store
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses, JvmError, message, parse_map, parse_metrics, safe
+from spark_lineage.jvm.values import JvmClasses, message, parse_map, parse_metrics, safe
+from spark_lineage.jvm.wire import ITEM_SEP
 from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, QueryOrigin, simple_class_name
 
 log = logging.getLogger(__name__)

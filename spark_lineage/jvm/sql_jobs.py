@@ -27,7 +27,8 @@ import threading
 from typing import Any
 
 from spark_lineage.jvm.method_handles import HandleBuilder
-from spark_lineage.jvm.values import ITEM_SEP, JvmClasses
+from spark_lineage.jvm.values import JvmClasses
+from spark_lineage.jvm.wire import ITEM_SEP
 
 QUERIES_KEPT = 1_000
 """Queries whose jobs are kept until the query is read; the oldest are dropped beyond this many."""

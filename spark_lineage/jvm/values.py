@@ -10,10 +10,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-ITEM_SEP = "\x1e"
-"""Joins collection items JVM-side (``mkString``): ASCII record separators never occur in paths or names."""
-KV_SEP = " -> "
-"""How Scala prints a map entry."""
+from spark_lineage.jvm.wire import ITEM_SEP, KV_SEP
+
 _METRIC_VALUE = re.compile(r"value: (-?\d+)\)\s*$")
 
 
@@ -32,10 +30,6 @@ class JavaCallback:
 
     def toString(self) -> str:
         return self._name
-
-
-class JvmError(RuntimeError):
-    """Something could not be read from the JVM; the message says what."""
 
 
 @cache

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_lineage.jvm.catalyst_tree import DecodeError, decode
+from spark_lineage.errors import DecodeError
+from spark_lineage.jvm.catalyst_tree import decode
 from spark_lineage.plan import SKIPPED_EXPRESSION, Attribute, CatalystNode, Opaque
 
 FIELDS = {

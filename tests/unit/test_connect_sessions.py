@@ -16,7 +16,8 @@ from spark_lineage.connect import sessions as connect_sessions
 from spark_lineage.connect.identity import client_settings, session_config
 from spark_lineage.connect.sessions import ConnectSessions
 from spark_lineage.events import EventBuilder
-from spark_lineage.jvm.sessions import FIELD_SEP, UNSET, PendingSessionEvent, query_origin, read_session_event
+from spark_lineage.jvm.sessions import PendingSessionEvent, query_origin, read_session_event
+from spark_lineage.jvm.wire import Separator
 from spark_lineage.lineage import DatasetLineage, QueryLineage
 from spark_lineage.naming.identifiers import DatasetIdentifier
 from spark_lineage.plan import (
@@ -29,6 +30,7 @@ from spark_lineage.plan import (
 )
 from tests.support import validate_event
 
+FIELD_SEP, UNSET = Separator.FIELD.value, Separator.UNSET.value
 SESSION = "776920eb-952e-4ac3-bc5f-0568b68f9601"
 SERVER_UUID = "181e290c-8b1f-46f0-9035-50f37f1e0a95"
 OPERATION = "f348fd2b-4642-4128-a384-308c33c75ec0"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from spark_lineage import cli
-from spark_lineage.demo import ENTRIES, MARKER, DemoDirError, prepare_workdir
+from spark_lineage.demo import ENTRIES, MARKER, prepare_workdir
+from spark_lineage.errors import DemoDirError
 
 
 def tree(root: Path) -> dict[str, str | None]:

@@ -20,12 +20,13 @@ from openlineage.client.event_v2 import DatasetEvent, JobEvent, RunEvent, Static
 
 from spark_lineage.config import ConfigError, resolve
 from spark_lineage.delivery import create_client
-from spark_lineage.delivery.kafka import AcknowledgedKafkaTransport, KafkaDeliveryError, KafkaDeliveryTimeoutError
+from spark_lineage.delivery.kafka import AcknowledgedKafkaTransport
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
 from spark_lineage.delivery.transports import describe, make_transport, spooled_emitter
+from spark_lineage.errors import KafkaDeliveryError, KafkaDeliveryTimeoutError
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from spark_lineage import notebook, notebook_graph, session
-from spark_lineage.notebook import LineageGraph, Options, UsageError, lineage_magic, notebook_name, parse_options
+from spark_lineage.errors import NotebookUsageError
+from spark_lineage.notebook import LineageGraph, Options, lineage_magic, notebook_name, parse_options
 from spark_lineage.notebook_graph import ELLIPSIS, build, mermaid, select_runs, wrap_middle
 from spark_lineage.session import RunSummary
 
@@ -172,7 +173,7 @@ def test_options(line: str, expected: Options) -> None:
     ],
 )
 def test_bad_options_say_why_and_how(line: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(UsageError, match=re.escape(message)):
+    with pytest.raises(NotebookUsageError, match=re.escape(message)):
         parse_options(line)
     assert lineage_magic(line) is None  # the magic prints, never raises
     err = capsys.readouterr().err

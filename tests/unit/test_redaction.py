@@ -422,7 +422,8 @@ def test_replay_puts_back_url_parameters_and_headers_the_spool_never_kept(tmp_pa
 
 
 def test_replay_names_every_secret_a_kept_destination_lacks_in_one_line() -> None:
-    from spark_lineage.delivery.transports import CannotRebuildError, ReplaySecrets, rebuilt
+    from spark_lineage.delivery.transports import ReplaySecrets, rebuilt
+    from spark_lineage.errors import CannotRebuildError
 
     kept = {
         "type": "http",
