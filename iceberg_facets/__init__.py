@@ -123,12 +123,16 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     in memory until sent.
     """
     from iceberg_facets import runtime
+    from iceberg_facets.delivery import DeliveryMode
 
-    delivery = options.pop("delivery", "process")
-    if delivery not in ("process", "thread"):
+    delivery = options.pop("delivery", DeliveryMode.PROCESS.value)
+    try:
+        mode = DeliveryMode(delivery)
+    except ValueError:
+        accepted = ", ".join(m.value for m in DeliveryMode)
         raise ConfigError(
-            f"iceberg_facets.enable() option delivery={delivery!r} is not valid; accepted: process, thread"
-        )
+            f"iceberg_facets.enable() option delivery={delivery!r} is not valid; accepted: {accepted}"
+        ) from None
     config = resolve_options(options, OPTIONS, "iceberg_facets.enable()")
     if config.disabled or is_disabled({}):
         log.info("iceberg_facets: lineage is disabled by configuration; enable() does nothing")
@@ -151,7 +155,7 @@ def enable(client: OpenLineageClient | None = None, **options: Any) -> IcebergLi
     learn_secrets(redactor, transport)  # a client passed in: its url parameters, headers and api key
     spool = open_spool(config, SPOOL_DIR_OPTION, label="iceberg_facets")
     spool.close()
-    handle = IcebergLineageHandle(runtime.start(config, client, job_name, delivery, redactor))
+    handle = IcebergLineageHandle(runtime.start(config, client, job_name, mode, redactor))
     log.info(
         "iceberg_facets: lineage on for pyiceberg in job %s (namespace %s); %s",
         job_name,

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from openlineage.client import OpenLineageClient
@@ -43,6 +44,15 @@ log = logging.getLogger("iceberg_facets")
 
 CLOSE_MARGIN_SECONDS = 2.0
 """How long past its close timeout the helper may take to exit (its own teardown) before it is killed."""
+
+
+class DeliveryMode(str, Enum):
+    """Where events are built, spooled and sent (``iceberg_facets.enable(delivery=...)``)."""
+
+    PROCESS = "process"
+    """In a helper process, so that their Python work never competes with the job's threads for the GIL."""
+    THREAD = "thread"
+    """In a thread of this process."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,7 @@ class RunAssembler:
             name = builder.standalone_job_name("scan", scan.table)
             return builder.scan_event(scan, RunIdentity(new_run_id(scan.start_ms), name))
         change = item.record
-        name = builder.standalone_job_name(f"{change.lifecycle.lower()}_table", change.table)
+        name = builder.standalone_job_name(f"{change.lifecycle.value.lower()}_table", change.table)
         return builder.table_change_event(change, RunIdentity(new_run_id(change.time_ms), name))
 
 

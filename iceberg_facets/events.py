@@ -16,6 +16,7 @@ from typing import Any
 
 from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent, RunState
 from openlineage.client.facet_v2 import job_type_job, processing_engine_run
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from iceberg_facets.records import CommitRecord, RunRecord, ScanRecord, TableChangeRecord, TableInfo
 from iceberg_facets.reports import combined_operation, commit_report, scan_report
@@ -148,9 +149,9 @@ class IcebergEventBuilder:
             state, epoch_ms, run.run_id, run.job_name, run_facets, job_facets, inputs=inputs, outputs=outputs
         )
 
-    def dataset(self, table: TableInfo, lifecycle: str | None = None) -> DatasetLineage:
+    def dataset(self, table: TableInfo, lifecycle: LifecycleStateChange | None = None) -> DatasetLineage:
         """The dataset for ``table``, its identity and description facets built once per table and schema."""
-        dropped = lifecycle == "DROP"
+        dropped = lifecycle == LifecycleStateChange.DROP
         key = (
             table.catalog_name,
             table.catalog_class,
@@ -165,7 +166,7 @@ class IcebergEventBuilder:
         if cached is None:
             if len(self._table_facets) >= _MAX_CACHED_TABLES:
                 self._table_facets.clear()
-            template = table_dataset(table, "DROP" if dropped else None)
+            template = table_dataset(table, LifecycleStateChange.DROP if dropped else None)
             cached = self._table_facets[key] = (template, dataset_facets(template, lambda name: True))
         template, facets = cached
         return DatasetLineage(template.identifier, lifecycle=lifecycle, extra_facets=dict(facets))
@@ -180,11 +181,15 @@ class IcebergEventBuilder:
         """A table written: by commits (merged into one record), created or dropped, or both."""
         lifecycle = change.lifecycle if change is not None else None
         if commit is not None and lifecycle is None:
-            lifecycle = "CREATE" if commit.created else ("ALTER" if commit.schema_changed else None)
+            lifecycle = (
+                LifecycleStateChange.CREATE
+                if commit.created
+                else (LifecycleStateChange.ALTER if commit.schema_changed else None)
+            )
         table = commit.table if commit is not None else change.table  # type: ignore[union-attr]
         dataset = self.dataset(table, lifecycle)
         metrics: dict[str, int] = {}  # the run is over: output statistics come from the commit report
-        if lifecycle == "DROP":
+        if lifecycle == LifecycleStateChange.DROP:
             return output_dataset(dataset, self._enabled, metrics)
         version = table.current_snapshot_id
         if commit is not None:
@@ -194,7 +199,7 @@ class IcebergEventBuilder:
         return output_dataset(dataset, self._enabled, metrics)
 
 
-def table_dataset(table: TableInfo, lifecycle: str | None = None) -> DatasetLineage:
+def table_dataset(table: TableInfo, lifecycle: LifecycleStateChange | None = None) -> DatasetLineage:
     """A pyiceberg table as a dataset, named exactly as the Spark side names it."""
     if table.catalog_name:
         catalog = naming.IcebergCatalog.from_pyiceberg(
@@ -205,7 +210,7 @@ def table_dataset(table: TableInfo, lifecycle: str | None = None) -> DatasetLine
         )
     else:  # a scan of a table whose catalog was never seen: its location still names it
         dataset = DatasetLineage(naming.from_location(table.location), lifecycle=lifecycle)
-    if lifecycle != "DROP":
+    if lifecycle != LifecycleStateChange.DROP:
         describe_table(dataset, schema=table.schema, file_format=table.file_format)
     return dataset
 

@@ -30,10 +30,11 @@ import inspect
 import sys
 import time
 import traceback
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from iceberg_facets.records import CommitRecord, ScanRecord, SnapshotInfo, TableChangeRecord, TableInfo
 from iceberg_facets.reports import combined_operation
@@ -87,7 +88,7 @@ class ScanCapture:
 @dataclass
 class TableChangeCapture:
     table: Any
-    lifecycle: str
+    lifecycle: LifecycleStateChange
     time_ms: int
     metadata: Any = None
     """The table's metadata at the change (a later commit may replace the table's before the worker runs)."""
@@ -171,7 +172,7 @@ class Instrumentation:
                 return original(transaction, *args, **kwargs)
             # Transaction keeps its table private (``_table``); it is the only way to the metadata before.
             table = getattr(transaction, "_table", None)
-            created = type(transaction).__name__ == "CreateTableTransaction"
+            created = isinstance(transaction, sys.modules["pyiceberg.table"].CreateTableTransaction)
             capture = CommitCapture(
                 staged=getattr(transaction, "_updates", ()),
                 transaction=transaction,
@@ -238,7 +239,7 @@ class Instrumentation:
                 table = original(catalog, *args, **kwargs)
             finally:
                 _in_catalog_call.reset(token)
-            _deliver(sink.table_changed, _table_change(table, "CREATE"))
+            _deliver(sink.table_changed, _table_change(table, LifecycleStateChange.CREATE))
             return table
 
         return create_table
@@ -260,7 +261,7 @@ class Instrumentation:
             finally:
                 _in_catalog_call.reset(token)
             if table is not None:
-                _deliver(sink.table_changed, _table_change(table, "DROP"))
+                _deliver(sink.table_changed, _table_change(table, LifecycleStateChange.DROP))
             return result
 
         return drop_table
@@ -303,7 +304,7 @@ def _finish(capture: CommitCapture, error: BaseException | None) -> None:
         capture.error_stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
-def _table_change(table: Any, lifecycle: str) -> TableChangeCapture:
+def _table_change(table: Any, lifecycle: LifecycleStateChange) -> TableChangeCapture:
     return TableChangeCapture(table, lifecycle, _now_ms(), getattr(table, "metadata", None))
 
 
@@ -365,6 +366,8 @@ def _cached_spark_schema(metadata: Any) -> list[SchemaField]:
     if schema is None:
         if len(_spark_schemas) >= _MAX_CACHED_SCHEMAS:
             _spark_schemas.clear()
+        from iceberg_facets.visitors import spark_schema
+
         schema = _spark_schemas[key] = spark_schema(metadata.schema())
     return schema
 
@@ -383,7 +386,9 @@ def commit_record(capture: CommitCapture) -> CommitRecord:
     first = capture.first_attempt_ns or capture.end_ns
     attempted = []
     if capture.error is not None:  # what it tried to add names the job, as its success would have
-        attempted = [u.snapshot for u in capture.staged or () if type(u).__name__ == "AddSnapshotUpdate"]
+        from pyiceberg.table.update import AddSnapshotUpdate
+
+        attempted = [u.snapshot for u in capture.staged or () if isinstance(u, AddSnapshotUpdate)]
     schema_changed = (
         capture.error is None
         and not added
@@ -420,6 +425,8 @@ def _snapshot_info(snapshot: Any) -> SnapshotInfo:
 
 def scan_record(capture: ScanCapture, tables_by_location: dict[str, tuple[Any, Any]]) -> ScanRecord:
     """What a scan planned: its snapshot, filter and projection, and the files it kept."""
+    from iceberg_facets.visitors import expression_json
+
     scan = capture.scan
     metadata = scan.table_metadata
     catalog, identifier = getattr(scan, "catalog", None), getattr(scan, "table_identifier", None)
@@ -449,104 +456,3 @@ def table_change_record(capture: TableChangeCapture) -> TableChangeRecord:
     return TableChangeRecord(
         table=_table_info_of(capture.table, capture.metadata), lifecycle=capture.lifecycle, time_ms=capture.time_ms
     )
-
-
-# --- pyiceberg values in the shapes the rest of the library uses ---------------------------------------------
-
-# Iceberg primitive type -> the name Spark gives it, so that a table's schema facet reads the same from Spark
-# and from pyiceberg.
-_SPARK_TYPE_NAMES = {
-    "boolean": "boolean",
-    "int": "integer",
-    "long": "long",
-    "float": "float",
-    "double": "double",
-    "date": "date",
-    "time": "long",
-    "timestamp": "timestamp_ntz",
-    "timestamp_ns": "timestamp_ntz",
-    "timestamptz": "timestamp",
-    "timestamptz_ns": "timestamp",
-    "string": "string",
-    "uuid": "string",
-    "binary": "binary",
-}
-
-
-def spark_schema(schema: Any) -> list[SchemaField]:
-    """An Iceberg schema's columns with Spark's type names (``int`` is ``integer``, ``list`` is ``array``)."""
-    return [_spark_field(f.name, f.field_type) for f in schema.fields]
-
-
-def _spark_field(name: str, iceberg_type: Any) -> SchemaField:
-    kind = type(iceberg_type).__name__
-    if kind == "StructType":
-        return SchemaField(name, "struct", tuple(_spark_field(f.name, f.field_type) for f in iceberg_type.fields))
-    if kind == "ListType":
-        return SchemaField(name, "array", (_spark_field("_element", iceberg_type.element_type),))
-    if kind == "MapType":
-        key = _spark_field("key", iceberg_type.key_type)
-        return SchemaField(name, "map", (key, _spark_field("value", iceberg_type.value_type)))
-    text = str(iceberg_type)
-    if text.startswith("decimal"):
-        return SchemaField(name, "decimal")
-    if text.startswith("fixed"):
-        return SchemaField(name, "binary")
-    return SchemaField(name, _SPARK_TYPE_NAMES.get(text, text))
-
-
-_PREDICATE_TYPES = {
-    "EqualTo": "eq",
-    "NotEqualTo": "not-eq",
-    "LessThan": "lt",
-    "LessThanOrEqual": "lt-eq",
-    "GreaterThan": "gt",
-    "GreaterThanOrEqual": "gt-eq",
-    "StartsWith": "starts-with",
-    "NotStartsWith": "not-starts-with",
-    "In": "in",
-    "NotIn": "not-in",
-    "IsNull": "is-null",
-    "NotNull": "not-null",
-    "IsNaN": "is-nan",
-    "NotNaN": "not-nan",
-}
-
-
-def expression_json(expression: Any) -> Any:
-    """A pyiceberg row filter in Iceberg's expression JSON layout, its values masked as Iceberg masks them in
-    scan reports (``(2-digit-int)``), so that no data values leave the process in lineage."""
-    kind = type(expression).__name__
-    if kind == "AlwaysTrue":
-        return True
-    if kind == "AlwaysFalse":
-        return False
-    if kind in ("And", "Or"):
-        return {
-            "type": kind.lower(),
-            "left": expression_json(expression.left),
-            "right": expression_json(expression.right),
-        }
-    if kind == "Not":
-        return {"type": "not", "child": expression_json(expression.child)}
-    predicate = _PREDICATE_TYPES.get(kind.removeprefix("Bound"))
-    if predicate is None:
-        return str(expression)
-    term = expression.term
-    name = getattr(term, "name", None) or getattr(getattr(term, "field", None), "name", None) or str(term)
-    result: dict[str, Any] = {"type": predicate, "term": name}
-    if hasattr(expression, "literals"):
-        result["values"] = sorted(_masked(literal.value) for literal in expression.literals)
-    elif hasattr(expression, "literal"):
-        result["value"] = _masked(expression.literal.value)
-    return result
-
-
-def _masked(value: Any) -> str:
-    if isinstance(value, bool):
-        return "(boolean)"
-    if isinstance(value, int):
-        return f"({len(str(abs(value)))}-digit-int)"
-    if isinstance(value, float):
-        return f"({len(str(int(abs(value))))}-digit-float)"
-    return f"(hash-{zlib.crc32(str(value).encode()):08x})"

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage.lineage import SchemaField
 
 
@@ -83,7 +85,7 @@ class TableChangeRecord:
     """A table created or dropped through a catalog."""
 
     table: TableInfo
-    lifecycle: str
+    lifecycle: LifecycleStateChange
     """``CREATE`` or ``DROP``."""
     time_ms: int
 

@@ -24,7 +24,14 @@ from typing import Any, Union
 from openlineage.client import OpenLineageClient
 
 from iceberg_facets import instrument
-from iceberg_facets.delivery import DeliverySettings, ItemDelivery, ProcessDelivery, ThreadDelivery, open_delivery
+from iceberg_facets.delivery import (
+    DeliveryMode,
+    DeliverySettings,
+    ItemDelivery,
+    ProcessDelivery,
+    ThreadDelivery,
+    open_delivery,
+)
 from iceberg_facets.events import RunIdentity
 from iceberg_facets.items import Committed, Item, RunEnded, RunStarted, Scanned, TableChanged
 from spark_lineage.config import LineageConfig, ParentJob
@@ -90,7 +97,7 @@ class IcebergLineage:
         config: LineageConfig,
         client: OpenLineageClient | None,
         job_name: str,
-        delivery: str = "process",
+        delivery: DeliveryMode = DeliveryMode.PROCESS,
         redactor: Redactor | None = None,
     ) -> None:
         """``client`` sends from a thread of this process; without one, events go through a helper process
@@ -115,8 +122,8 @@ class IcebergLineage:
         self.instrumentation.install()
         self.closed = False
 
-    def _start_delivery(self, client: OpenLineageClient | None, delivery: str) -> ItemDelivery:
-        if client is None and delivery == "process":
+    def _start_delivery(self, client: OpenLineageClient | None, delivery: DeliveryMode) -> ItemDelivery:
+        if client is None and delivery is DeliveryMode.PROCESS:
             try:
                 return ProcessDelivery(self.settings)
             except Exception as error:  # noqa: BLE001 - no interpreter to start, or not allowed to: use a thread
@@ -243,7 +250,7 @@ def start(
     config: LineageConfig,
     client: OpenLineageClient | None,
     job_name: str,
-    delivery: str = "process",
+    delivery: DeliveryMode = DeliveryMode.PROCESS,
     redactor: Redactor | None = None,
 ) -> IcebergLineage:
     global _active, _atexit_registered

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,17 @@ from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
 from spark_lineage.redaction import Redactor, protect_logs, public_url
 
-OK, INFO, PROBLEM = "ok", "info", "problem"
-_MARKS = {OK: "[ok]  ", INFO: "[--]  ", PROBLEM: "[!!]  "}
+
+class Level(Enum):
+    """How a finding of the diagnosis reads, and the mark it is printed with."""
+
+    OK = "[ok]  "
+    INFO = "[--]  "
+    PROBLEM = "[!!]  "
+    """Something that keeps lineage from working: ``doctor`` exits 1."""
+
+
+OK, INFO, PROBLEM = Level.OK, Level.INFO, Level.PROBLEM
 CHECK_TIMEOUT_SECONDS = 5.0
 _PRINTED = Redactor()
 """What doctor prints shows where the backend is, never the credentials in its url (nor, through
@@ -47,11 +57,11 @@ _PRINTED = Redactor()
 class Finding:
     """One line of the diagnosis."""
 
-    level: str
+    level: Level
     message: str
 
     def __str__(self) -> str:
-        return _MARKS[self.level] + _PRINTED.text(self.message)
+        return self.level.value + _PRINTED.text(self.message)
 
 
 def diagnose(confs: Mapping[str, str], environ: Mapping[str, str], check_backend: bool = True) -> list[Finding]:
@@ -556,4 +566,4 @@ def main(confs: Mapping[str, str], check_backend: bool) -> int:
     findings = diagnose(confs, os.environ, check_backend)
     for finding in findings:
         print(finding)
-    return 1 if any(f.level == PROBLEM for f in findings) else 0
+    return 1 if any(f.level is PROBLEM for f in findings) else 0

@@ -13,6 +13,8 @@ Raised to the user's code:
   parse.
 - :class:`DemoDirError`, :class:`ServerUsageError`, :class:`ServerStartError`: the command line's
   (``spark-lineage demo``, ``spark-lineage connect-server``), said in one line with an exit status.
+- :class:`DuplicateNameError`: a second handler, rule, data source or transport registered under a name taken
+  (:mod:`spark_lineage.registry`), at import.
 
 Raised and handled inside the library (they never reach a job: the listener and the workers catch them, and
 the event says what could not be read):
@@ -65,6 +67,10 @@ class ServerUsageError(LineageError):
 
 class ServerStartError(LineageError):
     """``spark-lineage connect-server``: the server could not start: one line saying why (exit status 1)."""
+
+
+class DuplicateNameError(LineageError, ValueError):
+    """A name registered twice in one :class:`~spark_lineage.registry.Registry`; the message names both entries."""
 
 
 # --- raised and handled inside the library ----------------------------------------------------------------------

@@ -604,7 +604,7 @@ def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> d
                 name=dataset.previous.name, namespace=dataset.previous.namespace
             )
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-            lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(dataset.lifecycle),
+            lifecycleStateChange=dataset.lifecycle,
             previousIdentifier=previous,
             producer=PRODUCER,
         )

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage.naming import DatasetIdentifier, TableName
 from spark_lineage.plan import SessionInfo
 
@@ -79,8 +81,9 @@ class DatasetLineage:
     identifier: DatasetIdentifier
     symlinks: list[TableName] = field(default_factory=list)
     schema: list[SchemaField] | None = None
-    lifecycle: str | None = None
-    """OpenLineage lifecycle state change: CREATE, DROP, OVERWRITE, TRUNCATE, RENAME, ALTER."""
+    lifecycle: LifecycleStateChange | None = None
+    """What the query did to the dataset as a whole (CREATE, DROP, OVERWRITE, TRUNCATE, RENAME, ALTER), as
+    openlineage-python's ``lifecycleStateChange`` facet names it."""
     previous: DatasetIdentifier | None = None
     """The identity before a RENAME."""
     extra_facets: dict[str, Any] = field(default_factory=dict)

@@ -21,9 +21,10 @@ from spark_lineage.columns.transformations import (
 )
 from spark_lineage.lineage import Transformation
 from spark_lineage.plan import CatalystNode
+from spark_lineage.registry import Registry
 
 ExpressionRule = Callable[[CatalystNode, int, ColumnGraph, Transformation], None]
-_RULES: dict[str, ExpressionRule] = {}
+RULES: Registry[ExpressionRule] = Registry("column rule of an expression")
 
 ATTRIBUTES = frozenset({"AttributeReference", "PrettyAttribute"})
 MASKING = frozenset(
@@ -49,8 +50,7 @@ def rule(*class_names: str) -> Callable[[ExpressionRule], ExpressionRule]:
     """Decorator: the rule for expressions of these classes (simple names)."""
 
     def register(function: ExpressionRule) -> ExpressionRule:
-        for name in class_names:
-            _RULES[name] = function
+        RULES.add(class_names, function)
         return function
 
     return register
@@ -66,7 +66,7 @@ def trace(expression: CatalystNode, target: int, graph: ColumnGraph, path: Trans
         if expression.expr_id is not None:
             graph.add_edge(target, expression.expr_id, compose(path, IDENTITY))
         return
-    special = _RULES.get(name)
+    special = RULES.get(name)
     if special is not None:
         special(expression, target, graph, path)
         return

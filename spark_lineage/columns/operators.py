@@ -22,24 +22,24 @@ from spark_lineage.columns.transformations import (
 )
 from spark_lineage.lineage import Transformation
 from spark_lineage.plan import CatalystNode
+from spark_lineage.registry import Registry
 
 OperatorRule = Callable[[CatalystNode, ColumnGraph], None]
-_RULES: dict[str, OperatorRule] = {}
+RULES: Registry[OperatorRule] = Registry("column rule of a plan node")
 
 
 def operator(*class_names: str) -> Callable[[OperatorRule], OperatorRule]:
     """Decorator: the rule for plan nodes of these classes (simple names)."""
 
     def register(function: OperatorRule) -> OperatorRule:
-        for name in class_names:
-            _RULES[name] = function
+        RULES.add(class_names, function)
         return function
 
     return register
 
 
 def rule_for(node: CatalystNode) -> OperatorRule | None:
-    return _RULES.get(node.simple_name)
+    return RULES.get(node.simple_name)
 
 
 def _named(node: CatalystNode, field: str, graph: ColumnGraph) -> None:

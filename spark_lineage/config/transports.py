@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from spark_lineage.config.values import boolean, number, python_class, text_list
 from spark_lineage.errors import ConfigError
+from spark_lineage.registry import Registry
 
 MAP_SETTINGS = frozenset({"properties", "headers", "urlParams", "config"})
 """Settings whose keys are names of their own (``properties.bootstrap.servers``): the rest of the key after
@@ -67,13 +68,14 @@ def unknown_keys(flat: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     return unknown
 
 
-_TRANSLATIONS: dict[str, Translation] = {}
+TRANSLATIONS: Registry[Translation] = Registry("transport settings translation")
 
 
 def translation(*kinds: str) -> Callable[[Translation], Translation]:
+    """Decorator: how the settings of these transport kinds are translated for openlineage-python."""
+
     def register(function: Translation) -> Translation:
-        for kind in kinds:
-            _TRANSLATIONS[kind] = function
+        TRANSLATIONS.add(kinds, function)
         return function
 
     return register
@@ -126,7 +128,7 @@ def translate(spec: Mapping[str, Any], where: str) -> dict[str, Any]:
             "(or a dotted Python class path of a custom transport)."
         )
     spec["type"] = kind
-    translate_kind = _TRANSLATIONS.get(kind)
+    translate_kind = TRANSLATIONS.get(kind)
     return translate_kind(spec, where) if translate_kind is not None else spec
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import attr
 from openlineage.client.facet_v2 import dataset_version_dataset, storage_dataset
 from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from spark_lineage import naming
 from spark_lineage.facets import PRODUCER, catalog_facet
@@ -187,7 +188,12 @@ def describe_filter(expression: Any) -> str:
 
 
 def iceberg_table_dataset(
-    catalog: naming.IcebergCatalog, identifier: str, location: str, *, source: str, lifecycle: str | None = None
+    catalog: naming.IcebergCatalog,
+    identifier: str,
+    location: str,
+    *,
+    source: str,
+    lifecycle: LifecycleStateChange | None = None,
 ) -> DatasetLineage:
     """The dataset for table ``identifier`` (``db.table``) of ``catalog``, stored at ``location``; ``source`` is
     the engine that saw it (``spark``, ``pyiceberg``)."""

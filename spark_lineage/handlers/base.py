@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage import naming
 from spark_lineage.facets import catalog_facet
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, SchemaField
@@ -106,7 +108,7 @@ def table_dataset(
     ctx: AnalysisContext,
     *,
     location: str | None = None,
-    lifecycle: str | None = None,
+    lifecycle: LifecycleStateChange | None = None,
     schema_json: str | None = None,
     with_catalog: bool = True,
 ) -> DatasetLineage | None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, TypeVar
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
+from spark_lineage.registry import Registry
 
 
 class SavedDataSource:
@@ -38,19 +41,21 @@ class SavedDataSource:
         return None
 
 
-_SOURCES: dict[str, SavedDataSource] = {}
+SOURCES: Registry[SavedDataSource] = Registry("saved data source")
 S = TypeVar("S", bound=type[SavedDataSource])
 
 
 def saved_data_source(source_class: S) -> S:
     """Class decorator: serve saves through every provider the class lists."""
-    instance = source_class()
-    for name in source_class.providers:
-        _SOURCES[name] = instance
+    SOURCES.add(source_class.providers, source_class())
     return source_class
 
 
-_LIFECYCLE_BY_MODE = {"Overwrite": "OVERWRITE", "ErrorIfExists": "CREATE", "Ignore": "CREATE"}
+_LIFECYCLE_BY_MODE = {
+    "Overwrite": LifecycleStateChange.OVERWRITE,
+    "ErrorIfExists": LifecycleStateChange.CREATE,
+    "Ignore": LifecycleStateChange.CREATE,
+}
 
 
 @register
@@ -67,7 +72,7 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
 
     @property
     def probes(self) -> Mapping[str, Probe]:  # type: ignore[override]  # computed: providers register later
-        keys = frozenset(key for source in _SOURCES.values() for key in source.option_keys)
+        keys = frozenset(key for source in SOURCES.values() for key in source.option_keys)
         return {**self._fixed_probes, "options": Probe(("options",), "map", keys=keys)}
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
@@ -93,4 +98,4 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
     @staticmethod
     def _source(node: CapturedNode) -> SavedDataSource | None:
         provider = node.get("provider")
-        return _SOURCES.get(simple_class_name(provider)) if provider else None
+        return SOURCES.get(simple_class_name(provider)) if provider else None

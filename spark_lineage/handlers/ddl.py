@@ -6,6 +6,8 @@ gone; :func:`~spark_lineage.handlers.base.table_dataset` then places it where th
 
 from __future__ import annotations
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, table_dataset, table_suffix
 from spark_lineage.handlers.iceberg import iceberg_dataset
@@ -20,7 +22,7 @@ SESSION_CATALOG = "spark_catalog"
 class TableCommandHandler(NodeHandler):
     """A command on one table, named by the ``table`` probe, with a fixed lifecycle state."""
 
-    lifecycle: str = "ALTER"
+    lifecycle: LifecycleStateChange = LifecycleStateChange.ALTER
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         if node.get("isView") is True:
@@ -35,7 +37,7 @@ class CreateTableCommandHandler(TableCommandHandler):
 
     class_names: tuple[str, ...] = ("CreateDataSourceTableCommand",)
     probes = {"table": Probe(("table",), "table")}
-    lifecycle = "CREATE"
+    lifecycle = LifecycleStateChange.CREATE
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
         return table_suffix(node.get("table"))
@@ -59,7 +61,7 @@ class DropTableCommandHandler(TableCommandHandler):
 
     class_names = ("DropTableCommand",)
     probes = {"table": Probe(("tableName",), "table"), "isView": Probe(("isView",))}
-    lifecycle = "DROP"
+    lifecycle = LifecycleStateChange.DROP
 
 
 @register
@@ -72,14 +74,14 @@ class DropTableHandler(TableCommandHandler):
         "identifier": Probe(("child", "identifier", "toString")),
         "table": Probe(("child", "identifier", "toString"), "table"),
     }
-    lifecycle = "DROP"
+    lifecycle = LifecycleStateChange.DROP
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         catalog, identifier = node.get("catalog", SESSION_CATALOG), node.get("identifier")
         is_iceberg = naming.IcebergCatalog.from_spark_conf(catalog, dict(ctx.session.conf)) is not None
         if is_iceberg and (catalog != SESSION_CATALOG or f"{catalog}.{identifier}" in ctx.table_locations):
             named = CapturedNode("DropTable", {"catalog": catalog, "identifier": identifier})
-            dataset = iceberg_dataset(named, ctx, role="command", lifecycle="DROP")
+            dataset = iceberg_dataset(named, ctx, role="command", lifecycle=LifecycleStateChange.DROP)
             return [dataset] if dataset else []
         if catalog != SESSION_CATALOG:
             return []
@@ -92,7 +94,7 @@ class TruncateTableCommandHandler(TableCommandHandler):
 
     class_names = ("TruncateTableCommand",)
     probes = {"table": Probe(("tableName",), "table")}
-    lifecycle = "TRUNCATE"
+    lifecycle = LifecycleStateChange.TRUNCATE
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:
         dataset = table_dataset(node.get("table"), ctx)
@@ -116,7 +118,10 @@ class AlterTableRenameCommandHandler(NodeHandler):
             return []
         new_name, old_name = table.get("table"), node.get("oldTable")
         dataset = table_dataset(
-            table, ctx, location=self._moved_external_location(table, old_name, ctx), lifecycle="RENAME"
+            table,
+            ctx,
+            location=self._moved_external_location(table, old_name, ctx),
+            lifecycle=LifecycleStateChange.RENAME,
         )
         if dataset is None:
             return []
@@ -161,7 +166,7 @@ class AlterTableHandler(TableCommandHandler):
         "RepairTableCommand",
     )
     probes = {"table": Probe(("tableName",), "table"), "isView": Probe(("isView",))}
-    lifecycle = "ALTER"
+    lifecycle = LifecycleStateChange.ALTER
 
 
 @register
@@ -170,7 +175,7 @@ class AlterTableAddColumnsHandler(TableCommandHandler):
 
     class_names = ("AlterTableAddColumnsCommand",)
     probes = {"table": Probe(("table",), "table")}
-    lifecycle = "ALTER"
+    lifecycle = LifecycleStateChange.ALTER
 
 
 @register

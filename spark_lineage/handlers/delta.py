@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from openlineage.client.facet_v2 import dataset_version_dataset, storage_dataset
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from spark_lineage import naming
 from spark_lineage.facets import PRODUCER, catalog_facet
@@ -45,7 +46,7 @@ def delta_dataset(
     path: str | None = None,
     version: Any = None,
     schema: list[SchemaField] | None = None,
-    lifecycle: str | None = None,
+    lifecycle: LifecycleStateChange | None = None,
     catalog: str | None = None,
 ) -> DatasetLineage | None:
     """A Delta table as a dataset: a catalog ``table`` (a captured ``CatalogTable``) by its location with its
@@ -172,7 +173,13 @@ class DeltaTables(V2TableFormat):
     table_classes = ("DeltaTableV2", *_STAGED_TABLES)
 
     def dataset(
-        self, relation: CapturedNode, table: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None
+        self,
+        relation: CapturedNode,
+        table: CapturedNode,
+        ctx: AnalysisContext,
+        *,
+        role: str,
+        lifecycle: LifecycleStateChange | None,
     ) -> DatasetLineage | None:
         return delta_dataset(
             ctx,

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage import naming
 from spark_lineage.facets.iceberg import (
     attach_commit_report,
@@ -28,6 +30,7 @@ from spark_lineage.handlers.base import NodeHandler, schema_fields
 from spark_lineage.handlers.registry import nested_inputs, register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputStatistics
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
+from spark_lineage.registry import Registry
 
 
 @register
@@ -110,7 +113,7 @@ def scanned_rows(scan: CapturedNode | None) -> int | None:
 class V2WriteHandler(NodeHandler):
     """A write to the V2 table its ``target_field`` holds (a ``DataSourceV2Relation``, probed as a plan node)."""
 
-    lifecycle: str | None = None
+    lifecycle: LifecycleStateChange | None = None
     target_field = "table"
     name_with_catalog = False
     """Whether the job-name suffix is the connector table's name with the relation's catalog before it
@@ -161,7 +164,7 @@ class OverwriteHandler(V2WriteHandler):
     """``INSERT OVERWRITE``, ``overwritePartitions()``, and the data write of RTAS."""
 
     class_names = ("OverwriteByExpression", "OverwritePartitionsDynamic")
-    lifecycle = "OVERWRITE"
+    lifecycle = LifecycleStateChange.OVERWRITE
 
 
 @register
@@ -177,7 +180,7 @@ class V2TableCommandHandler(NodeHandler):
     table is loaded from its catalog after the command ran: its version is the snapshot the command left; its
     schema is the one the command declares (``tableSchema``), where it declares one."""
 
-    lifecycle = "CREATE"
+    lifecycle = LifecycleStateChange.CREATE
     probes = {
         "catalog": Probe(("name", "catalog", "name")),
         "identifier": Probe(("name", "identifier", "toString")),
@@ -203,7 +206,7 @@ class CreateV2TableHandler(V2TableCommandHandler):
 @register
 class ReplaceV2TableHandler(V2TableCommandHandler):
     class_names = ("ReplaceTable",)
-    lifecycle = "OVERWRITE"
+    lifecycle = LifecycleStateChange.OVERWRITE
 
 
 @register
@@ -223,7 +226,7 @@ class AlterV2TableHandler(V2TableCommandHandler):
         "SetTableProperties",
         "UnsetTableProperties",
     )
-    lifecycle = "ALTER"
+    lifecycle = LifecycleStateChange.ALTER
     probes = {
         "catalog": Probe(("table", "catalog", "name")),
         "identifier": Probe(("table", "identifier", "toString")),
@@ -244,7 +247,7 @@ class CreateV2TableAsSelectHandler(V2TableCommandHandler):
 @register
 class ReplaceV2TableAsSelectHandler(CreateV2TableAsSelectHandler):
     class_names = ("ReplaceTableAsSelect",)
-    lifecycle = "OVERWRITE"
+    lifecycle = LifecycleStateChange.OVERWRITE
 
 
 class V2TableFormat:
@@ -255,7 +258,13 @@ class V2TableFormat:
     """Simple class names of the V2 ``Table`` implementations it serves (probed as a relation's ``table``)."""
 
     def dataset(
-        self, relation: CapturedNode, table: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None
+        self,
+        relation: CapturedNode,
+        table: CapturedNode,
+        ctx: AnalysisContext,
+        *,
+        role: str,
+        lifecycle: LifecycleStateChange | None,
     ) -> DatasetLineage | None:
         """The dataset for ``table``, named by ``relation`` (a V2 relation or command); ``role`` is ``input``,
         ``output`` or ``command``."""
@@ -267,24 +276,22 @@ class V2TableFormat:
         return False
 
 
-_FORMATS: dict[str, V2TableFormat] = {}
+FORMATS: Registry[V2TableFormat] = Registry("table format")
 F = TypeVar("F", bound=type[V2TableFormat])
 
 
 def v2_table_format(format_class: F) -> F:
     """Class decorator: name the tables of every class the format lists."""
-    instance = format_class()
-    for name in format_class.table_classes:
-        _FORMATS[name] = instance
+    FORMATS.add(format_class.table_classes, format_class())
     return format_class
 
 
 def _format_of(table: Any) -> V2TableFormat | None:
-    return _FORMATS.get(table.simple_name) if isinstance(table, CapturedNode) else None
+    return FORMATS.get(table.simple_name) if isinstance(table, CapturedNode) else None
 
 
 def v2_dataset(
-    relation: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None = None
+    relation: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: LifecycleStateChange | None = None
 ) -> DatasetLineage | None:
     """The dataset for the V2 table a relation or command names: by its table's format, else as an Iceberg
     table."""
@@ -296,7 +303,7 @@ def v2_dataset(
 
 
 def iceberg_dataset(
-    relation: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: str | None = None
+    relation: CapturedNode, ctx: AnalysisContext, *, role: str, lifecycle: LifecycleStateChange | None = None
 ) -> DatasetLineage | None:
     """The dataset for an Iceberg table named by a V2 relation (or V2 command): ``catalog`` and ``identifier``
     props, and the ``table`` captured from it (absent when it could not be loaded, e.g. after DROP)."""

@@ -6,32 +6,41 @@ object nested in a node reads by its own class's handler.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar, overload
 
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
+from spark_lineage.registry import Registry
 
-_HANDLERS: dict[str, NodeHandler] = {}
+HANDLERS: Registry[NodeHandler] = Registry("plan-node handler")
 H = TypeVar("H", bound=type[NodeHandler])
 
 
-def register(handler_class: H) -> H:
-    """Class decorator: serve every class name the handler lists. A later registration for the same name
-    replaces an earlier one, which is how a user overrides a built-in handler."""
-    instance = handler_class()
-    for name in handler_class.class_names:
-        _HANDLERS[name] = instance
-    return handler_class
+@overload
+def register(handler_class: H, *, replace: bool = False) -> H: ...
+@overload
+def register(*, replace: bool = False) -> Callable[[H], H]: ...
+
+
+def register(handler_class: H | None = None, *, replace: bool = False) -> H | Callable[[H], H]:
+    """Class decorator: serve every class name the handler lists. A name another handler serves already is an
+    error, unless ``@register(replace=True)``: how a user's own handler takes a built-in one's place."""
+
+    def add(cls: H) -> H:
+        HANDLERS.add(cls.class_names, cls(), replace=replace)
+        return cls
+
+    return add if handler_class is None else add(handler_class)
 
 
 def handler_for(simple_class_name: str) -> NodeHandler | None:
-    return _HANDLERS.get(simple_class_name)
+    return HANDLERS.get(simple_class_name)
 
 
 def probes_for(simple_class_name: str) -> Mapping[str, Probe]:
-    handler = _HANDLERS.get(simple_class_name)
+    handler = HANDLERS.get(simple_class_name)
     return handler.probes if handler is not None else {}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
+
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, add_hive_catalog, schema_fields, table_dataset, table_suffix
 from spark_lineage.handlers.registry import register
@@ -23,7 +25,7 @@ class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
     reports_write_metrics = True
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = "OVERWRITE" if node.get("mode") == "Overwrite" else None
+        lifecycle = LifecycleStateChange.OVERWRITE if node.get("mode") == "Overwrite" else None
         dataset = table_dataset(
             node.get("catalogTable"),
             ctx,
@@ -53,7 +55,7 @@ class InsertIntoHiveTableHandler(NodeHandler):
     reports_write_metrics = True
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = "OVERWRITE" if node.get("overwrite") is True else None
+        lifecycle = LifecycleStateChange.OVERWRITE if node.get("overwrite") is True else None
         dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
 
@@ -77,7 +79,9 @@ class CreateTableAsSelectCommandHandler(NodeHandler):
         return node.plan_field("query")
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = "OVERWRITE" if node.simple_name.startswith("Optimized") else "CREATE"
+        lifecycle = (
+            LifecycleStateChange.OVERWRITE if node.simple_name.startswith("Optimized") else LifecycleStateChange.CREATE
+        )
         dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
 
@@ -153,7 +157,7 @@ def directory_output(node: CapturedNode) -> list[DatasetLineage]:
     location = node.get("location")
     if not location:
         return []
-    lifecycle = "OVERWRITE" if node.get("overwrite") is True else None
+    lifecycle = LifecycleStateChange.OVERWRITE if node.get("overwrite") is True else None
     return [
         DatasetLineage(naming.from_location(location), schema=schema_fields(node.get("schema")), lifecycle=lifecycle)
     ]

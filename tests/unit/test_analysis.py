@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 from openlineage.client.serde import Serde
 
 from spark_lineage.analysis import analyze, is_empty
@@ -79,7 +80,7 @@ def test_save_as_table_and_ctas(version: str) -> None:
     lineage, events = _analyze(version, "save_as_table-1", ctx)
     assert _ids(lineage.outputs) == [("file", f"{WAREHOUSE}/people")]
     (output,) = lineage.outputs
-    assert output.lifecycle == "CREATE"
+    assert output.lifecycle == LifecycleStateChange.CREATE
     assert [(s.namespace, s.name, s.type) for s in output.symlinks] == [
         (f"file:{WAREHOUSE}", "default.people", "TABLE")
     ]
@@ -126,11 +127,11 @@ def test_ddl_lifecycle_states(version: str) -> None:
         lineage, _ = _analyze(version, name, ctx)
         (output,) = lineage.outputs
         states[name] = (output.identifier.name, output.lifecycle, output.previous)
-    assert states["truncate"] == (f"{WAREHOUSE}/cities", "TRUNCATE", None)
-    assert states["rename"][:2] == (f"{WAREHOUSE}/towns", "RENAME")
+    assert states["truncate"] == (f"{WAREHOUSE}/cities", LifecycleStateChange.TRUNCATE, None)
+    assert states["rename"][:2] == (f"{WAREHOUSE}/towns", LifecycleStateChange.RENAME)
     assert states["rename"][2].name == f"{WAREHOUSE}/cities"
-    assert states["add_columns"] == (f"{WAREHOUSE}/towns", "ALTER", None)
-    assert states["drop_table"] == (f"{WAREHOUSE}/towns", "DROP", None)
+    assert states["add_columns"] == (f"{WAREHOUSE}/towns", LifecycleStateChange.ALTER, None)
+    assert states["drop_table"] == (f"{WAREHOUSE}/towns", LifecycleStateChange.DROP, None)
 
 
 def test_failed_query_builds_start_and_fail(version: str) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 from openlineage.client.serde import Serde
 
 from spark_lineage.analysis import analyze
@@ -77,7 +78,7 @@ def test_insert_overwrite_directory_using_parquet(version: str) -> None:
     lineage, events = _analyze(PLANS / version, "cl_insert_overwrite_directory-1")
     assert _ids(lineage.inputs) == [("file", f"{PARITY}/t1")]
     assert _ids(lineage.outputs) == [("file", f"{PARITY}/out/dir_export")]
-    assert lineage.outputs[0].lifecycle == "OVERWRITE"
+    assert lineage.outputs[0].lifecycle == LifecycleStateChange.OVERWRITE
     assert [f.name for f in lineage.outputs[0].schema or []] == ["a", "ub"]
     assert lineage.errors == []
     # No suffix: the reference gives this command none.
@@ -89,7 +90,7 @@ def test_hive_insert_overwrite_directory(hive_version: str) -> None:
     lineage, events = _analyze(HIVE_PLANS / hive_version, "hive_insert_overwrite_directory-0")
     assert _ids(lineage.inputs) == [("file", f"{HIVE}/t1")]
     assert _ids(lineage.outputs) == [("file", f"{HIVE}/out/hive_dir_export")]
-    assert lineage.outputs[0].lifecycle == "OVERWRITE"
+    assert lineage.outputs[0].lifecycle == LifecycleStateChange.OVERWRITE
     assert events[-1]["job"]["name"] == "fixture_recorder.execute_insert_into_hive_dir_command.out_hive_dir_export"
     assert _facet(events[-1], "catalog") == HIVE_CATALOG
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 from openlineage.client.serde import Serde
 
 from spark_lineage import naming
@@ -110,7 +111,7 @@ def test_path_saves(version: str) -> None:
         lifecycles.append(output.lifecycle)
         assert events[-1].job.name == "fixture_recorder.execute_save_into_data_source_command.out_delta_path"
         assert lineage.errors == []
-    assert lifecycles == ["CREATE", None, "OVERWRITE"]
+    assert lifecycles == [LifecycleStateChange.CREATE, None, LifecycleStateChange.OVERWRITE]
     assert _ids(_analyze(version, "delta_path_write-1")[0].inputs) == [("file", f"{BASE}/t2")]
 
 
@@ -129,7 +130,7 @@ def test_ctas_is_one_run(version: str) -> None:
     lineage, events = _analyze(version, "delta_ctas-1")
     output = _one(lineage.outputs)
     assert _ids(lineage.outputs) == [_table("delta_ctas")]
-    assert (_symlinks(output), output.lifecycle) == (_symlink("delta_ctas"), "CREATE")
+    assert (_symlinks(output), output.lifecycle) == (_symlink("delta_ctas"), LifecycleStateChange.CREATE)
     _assert_delta(output, version="0", catalog=True)
     assert _ids(lineage.inputs) == [("file", f"{BASE}/t1")]
     assert _columns(output) == {"a": ["t1.a:IDENTITY"], "ub": ["t1.b:TRANSFORMATION"], "(rows)": ["t1.c:FILTER"]}
@@ -141,7 +142,7 @@ def test_create_table_then_insert(version: str) -> None:
     table = _one(created.outputs)
     assert (_ids(created.outputs), table.lifecycle, _symlinks(table)) == (
         [_table("delta_inserted")],
-        "CREATE",
+        LifecycleStateChange.CREATE,
         _symlink("delta_inserted"),
     )
     _assert_delta(table, version="0", catalog=True)

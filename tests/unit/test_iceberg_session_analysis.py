@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 from openlineage.client.serde import Serde
 
 from spark_lineage.analysis import analyze
@@ -81,7 +82,7 @@ def test_create_table_is_named_without_the_catalog(version: str) -> None:
     assert _ids([output]) == [_session_table("s_created")]
     assert [(s.namespace, s.name) for s in output.symlinks] == [(f"file:{BASE}/session_ice", "default.s_created")]
     assert (output.lifecycle, _fields(output), _version(output)) == (
-        "CREATE",
+        LifecycleStateChange.CREATE,
         [("a", "integer"), ("b", "string")],
         None,
     )
@@ -94,7 +95,7 @@ def test_ctas_command_and_its_append(version: str) -> None:
     append = _output(runs["append_data.spark_catalog_default_s_ctas"])
     assert _ids([ctas]) == _ids([append]) == [_session_table("s_ctas")]
     assert _fields(ctas) == [("a", "integer"), ("ub", "string")]
-    assert (ctas.lifecycle, append.lifecycle) == ("CREATE", None)
+    assert (ctas.lifecycle, append.lifecycle) == (LifecycleStateChange.CREATE, None)
     # The CTAS's table is at the snapshot its data write made.
     assert _version(ctas) is not None and _version(ctas) == _version(append)
 
@@ -106,7 +107,7 @@ def test_rtas_command_and_its_overwrite(version: str) -> None:
         ["create_table.default_s_rtas", "atomic_replace_table_as_select.default_s_rtas", overwrite]
     )
     rtas = _output(runs["atomic_replace_table_as_select.default_s_rtas"])
-    assert (rtas.lifecycle, _fields(rtas)) == ("OVERWRITE", [("a", "integer"), ("d", "string")])
+    assert (rtas.lifecycle, _fields(rtas)) == (LifecycleStateChange.OVERWRITE, [("a", "integer"), ("d", "string")])
     assert _version(rtas) is not None and _version(rtas) == _version(_output(runs[overwrite]))
     assert _ids(runs["atomic_replace_table_as_select.default_s_rtas"].inputs) == [("file", f"{BASE}/t2")]
 
@@ -135,5 +136,8 @@ def test_alter_table_reports_the_table_with_its_new_schema(
     assert _ids([created]) == _ids([altered]) == [("file", location)]
     # CREATE keeps the schema it declared, though the table was read after the ALTER.
     assert _fields(created) == [("a", "integer"), ("b", "string")]
-    assert (altered.lifecycle, _fields(altered)) == ("ALTER", [("a", "integer"), ("b", "string"), ("c", "long")])
+    assert (altered.lifecycle, _fields(altered)) == (
+        LifecycleStateChange.ALTER,
+        [("a", "integer"), ("b", "string"), ("c", "long")],
+    )
     assert runs[f"alter_table.{table}"].errors == []

@@ -94,7 +94,7 @@ def test_row_filters_become_iceberg_expression_json_with_masked_values() -> None
     pytest.importorskip("pyiceberg")
     from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, In, IsNull, Not
 
-    from iceberg_facets.instrument import expression_json
+    from iceberg_facets.visitors import expression_json
 
     expression = And(And(GreaterThanOrEqual("id", 100), Not(IsNull("name"))), In("day", {1, 22}))
     assert expression_json(expression) == {
@@ -107,6 +107,29 @@ def test_row_filters_become_iceberg_expression_json_with_masked_values() -> None
         "right": {"type": "in", "term": "day", "values": ["(1-digit-int)", "(2-digit-int)"]},
     }
     assert expression_json(EqualTo("flag", True))["value"] == "(boolean)"
+
+
+def test_a_bound_row_filter_reads_as_its_unbound_form() -> None:
+    """A scan may hold its filter bound to the table's schema: the same JSON, by pyiceberg's own visitor."""
+    pytest.importorskip("pyiceberg")
+    from pyiceberg.expressions import AlwaysTrue, EqualTo, LessThan, NotNull, Or
+    from pyiceberg.expressions.visitors import bind
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from iceberg_facets.visitors import expression_json
+
+    schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType()))
+    unbound = Or(LessThan("id", 7), EqualTo("name", "ann"))
+    expected = {
+        "type": "or",
+        "left": {"type": "lt", "term": "id", "value": "(1-digit-int)"},
+        "right": {"type": "eq", "term": "name", "value": expression_json(EqualTo("name", "ann"))["value"]},
+    }
+    assert expression_json(unbound) == expression_json(bind(schema, unbound, case_sensitive=True)) == expected
+    assert expected["right"]["value"].startswith("(hash-")  # a string value is never sent, only its hash
+    assert expression_json(bind(schema, NotNull("id"), case_sensitive=True)) == {"type": "not-null", "term": "id"}
+    assert expression_json(AlwaysTrue()) is True
 
 
 def test_iceberg_types_get_spark_type_names() -> None:
@@ -126,7 +149,7 @@ def test_iceberg_types_get_spark_type_names() -> None:
         UUIDType,
     )
 
-    from iceberg_facets.instrument import spark_schema
+    from iceberg_facets.visitors import spark_schema
     from spark_lineage.lineage import SchemaField
 
     schema = Schema(

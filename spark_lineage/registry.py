@@ -1,0 +1,71 @@
+"""One kind of name registry, for everything the library looks up by name.
+
+Plan-node handlers (:mod:`spark_lineage.handlers.registry`), the data sources a ``SaveIntoDataSourceCommand``
+writes (:mod:`spark_lineage.handlers.datasources`), the table formats behind DataSource V2 relations
+(:mod:`spark_lineage.handlers.iceberg`), the column-lineage rules of plan nodes and of expressions
+(:mod:`spark_lineage.columns.operators`, :mod:`spark_lineage.columns.expressions`) and the transport kinds'
+settings translations (:mod:`spark_lineage.config.transports`) are each a :class:`Registry`, filled by a
+decorator beside what it registers.
+
+A name registered twice is an error that names both (:class:`~spark_lineage.errors.DuplicateNameError`): two
+handlers for one plan node would otherwise depend on import order. Replacing an entry on purpose (a user's
+own handler for a node a built-in one serves) says so: ``replace=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
+
+from spark_lineage.errors import DuplicateNameError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Entries of one kind, by name."""
+
+    def __init__(self, what: str) -> None:
+        """``what`` the entries are, for errors (``plan-node handler``)."""
+        self.what = what
+        self._entries: dict[str, T] = {}
+
+    def add(self, names: Iterable[str], entry: T, *, replace: bool = False) -> None:
+        """Register ``entry`` under each of ``names``. Raises :class:`~spark_lineage.errors.DuplicateNameError`
+        for a name already registered to another entry, unless ``replace``."""
+        names = list(names)
+        if not replace:
+            for name in names:
+                known = self._entries.get(name)
+                if known is not None and known is not entry:
+                    raise DuplicateNameError(
+                        f"two {self.what}s for {name!r}: {_label(known)} and {_label(entry)}; pass replace=True "
+                        f"to register the second in the first's place"
+                    )
+        for name in names:
+            self._entries[name] = entry
+
+    def get(self, name: str) -> T | None:
+        return self._entries.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def values(self) -> list[T]:
+        """The entries, each once, in the order they were first registered."""
+        return list({id(entry): entry for entry in self._entries.values()}.values())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}, {len(self._entries)} names)"
+
+
+def _label(entry: object) -> str:
+    """How an entry is named in an error: its class or function, and where it is defined."""
+    target = entry if hasattr(entry, "__qualname__") else type(entry)  # a class or function, else an instance's class
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
