@@ -17,7 +17,7 @@ URL + table                                       namespace                     
 
 Credentials never appear: user and password in the authority, the query string or ``;key=value``
 properties are dropped, and so is every other connection parameter (where the reference keeps some, and in
-two cases a password; see the README's known differences).
+two cases a password; see docs/compared.md's known differences).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def test_create_truncate_alter_rename_drop(
     spark.sql("TRUNCATE TABLE ddl_t")
     spark.sql("ALTER TABLE ddl_t ADD COLUMNS (b STRING)")
     # ALTER is read from the catalog after it ran; let it be read before the next statements change the table
-    # (see "Known limitations" in the README).
+    # (see docs/limitations.md).
     assert lineage.flush(60)
     spark.sql("ALTER TABLE ddl_t SET TBLPROPERTIES ('team' = 'data')")
     spark.sql("ALTER TABLE ddl_t RENAME TO ddl_renamed")

@@ -8,10 +8,10 @@ Spark job, COMPLETE or FAIL), which events carry the ``spark_jobDetails`` run fa
 and which inputs carry ``inputStatistics`` (its presence: sizes vary, and so does the event that carries it
 when openlineage-spark reads a cached Dataset). Run ids, times and
 producers are left out. Every difference that remains must be listed, with its reason, in
-``allowed_differences.toml``; the README shows that list under Known differences.
+``allowed_differences.toml``; docs/compared.md shows that list under Known differences.
 
     python -m tests.parity.compare java.json python.json      # print the differences
-    python -m tests.parity.compare --readme                   # the README's Known differences section
+    python -m tests.parity.compare --page                     # docs/compared.md's Known differences table
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 ALLOWED = Path(__file__).with_name("allowed_differences.toml")
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_START = "<!-- known-differences:start -->"
-README_END = "<!-- known-differences:end -->"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "compared.md"
+TABLE_START = "<!-- known-differences:start -->"
+TABLE_END = "<!-- known-differences:end -->"
 JOB_TYPES = frozenset({"SQL_JOB", "RDD_JOB"})
 
 Transformations = frozenset[tuple[str, str, bool]]
@@ -409,12 +409,12 @@ def judge(found: list[Difference], allowed: list[AllowedDifference], spark: str)
     return verdict
 
 
-# --- README ------------------------------------------------------------------------------------------------
+# --- docs/compared.md ------------------------------------------------------------------------------------------------
 
 
-def readme_section(allowed: list[AllowedDifference]) -> str:
+def page_section(allowed: list[AllowedDifference]) -> str:
     lines = [
-        README_START,
+        TABLE_START,
         "| where | Spark | what differs | why |",
         "|---|---|---|---|",
     ]
@@ -422,7 +422,7 @@ def readme_section(allowed: list[AllowedDifference]) -> str:
         where = ", ".join(f"`{s}`" for s in entry.scenarios) if entry.scenarios != ("*",) else "any scenario"
         spark = ", ".join(entry.spark) if entry.spark != ("*",) else "any"
         lines.append(f"| {where} | {spark} | {entry.summary or entry.aspect} | {entry.reason} |")
-    lines.append(README_END)
+    lines.append(TABLE_END)
     return "\n".join(lines)
 
 
@@ -439,11 +439,11 @@ def main() -> None:
         metavar="OURS=THEIRS",
         help="the application part of our job names the reference names THEIRS (the Connect suite's clients)",
     )
-    parser.add_argument("--readme", action="store_true", help="print the README's Known differences table")
+    parser.add_argument("--page", action="store_true", help="print docs/compared.md's Known differences table")
     args = parser.parse_args()
     allowed = load_allowed()
-    if args.readme:
-        print(readme_section(allowed))
+    if args.page:
+        print(page_section(allowed))
         return
     reference, ours = json.loads(args.reference.read_text()), json.loads(args.ours.read_text())
     status = 0

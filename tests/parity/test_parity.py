@@ -71,9 +71,9 @@ def test_every_allowed_difference_still_shows(runs: Runs) -> None:
     assert_no_stale_allowances(runs, SCENARIOS)
 
 
-def test_readme_lists_the_allowed_differences() -> None:
-    from tests.parity.compare import README, README_END, README_START, readme_section
+def test_the_compared_page_lists_the_allowed_differences() -> None:
+    from tests.parity.compare import PAGE, TABLE_END, TABLE_START, page_section
 
-    text = README.read_text()
-    shown = text[text.index(README_START) : text.index(README_END) + len(README_END)]
-    assert shown == readme_section(load_allowed()), "run `python -m tests.parity.compare --readme` and paste it"
+    text = PAGE.read_text()
+    shown = text[text.index(TABLE_START) : text.index(TABLE_END) + len(TABLE_END)]
+    assert shown == page_section(load_allowed()), "run `python -m tests.parity.compare --page` and paste it"

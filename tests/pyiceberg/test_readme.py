@@ -1,4 +1,5 @@
-"""The README's pyiceberg quickstart, run as a new user would run it, with every event it writes validated."""
+"""The pyiceberg quickstart of docs/iceberg.md (the README shows the same), run as a new user would run it, with
+every event it writes validated."""
 
 from __future__ import annotations
 
@@ -12,15 +13,22 @@ from pathlib import Path
 from tests.support import REPO_ROOT, validate_event
 
 
-def quickstart() -> str:
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme.split("## Iceberg tables from pyiceberg", 1)[1]
+def _first_python_block(path: Path, heading: str) -> str:
+    section = path.read_text().split(heading, 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README's pyiceberg section has no Python example"
+    assert match, f"{path.name}'s {heading!r} section has no Python example"
     return match.group(1)
 
 
-def test_the_readme_quickstart_writes_the_events_it_shows(tmp_path: Path) -> None:
+def quickstart() -> str:
+    return _first_python_block(REPO_ROOT / "docs" / "iceberg.md", "## Iceberg tables from pyiceberg")
+
+
+def test_the_readme_shows_the_quickstart_the_docs_run() -> None:
+    assert _first_python_block(REPO_ROOT / "README.md", "## From pyiceberg") == quickstart()
+
+
+def test_the_quickstart_writes_the_events_it_shows(tmp_path: Path) -> None:
     script = tmp_path / "quickstart.py"
     warehouse = tmp_path / "warehouse"
     script.write_text(quickstart().replace("/tmp/warehouse", str(warehouse)))

@@ -145,7 +145,7 @@ def test_every_table_of_a_hive_session_has_the_catalog_facet(
 ) -> None:
     """Reads (a data source table, a Hive text table), TRUNCATE, ALTER, DROP and Hive's own insert: the table,
     input or output, carries Hive's catalog facet, as in the reference. (RENAME too, in the parity scenario: its
-    recording lost the race with the DROP that follows it, see the README's known limitations.)"""
+    recording lost the race with the DROP that follows it, see docs/limitations.md.)"""
     _, events = _analyze(HIVE_PLANS / hive_version, fixture)
     assert events[-1]["job"]["name"] == f"fixture_recorder.{job}"
     tables = [d for d in events[-1]["inputs"] + events[-1]["outputs"] if d["name"] == f"{HIVE}/warehouse/{dataset}"]
