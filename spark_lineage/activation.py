@@ -181,8 +181,9 @@ def _start(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | 
 def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None) -> SparkLineageHandle:
     from spark_lineage import session as session_module
     from spark_lineage.delivery import create_client
+    from spark_lineage.process import PROCESS
 
-    existing = session_module.handle_for(bridge.session_key) or _inherited_handle(bridge)
+    existing = PROCESS.handle_for(bridge.session_key) or _inherited_handle(bridge)
     if existing is not None:
         if overrides:
             log.warning(
@@ -236,7 +237,7 @@ def _inherited_handle(bridge: JvmBridge) -> SparkLineageHandle | None:
     """The handle of the session this one was cloned from, when Spark already calls that session's listener
     for this one's queries: a second listener would report each of them twice, under a second application
     run. The clone then shares the parent's handle."""
-    from spark_lineage import session as session_module
+    from spark_lineage.process import PROCESS
 
     try:
         names = bridge.listener_names()
@@ -244,9 +245,9 @@ def _inherited_handle(bridge: JvmBridge) -> SparkLineageHandle | None:
         log.debug("spark_lineage: could not list the session's listeners", exc_info=True)
         return None
     for name in names:
-        handle = session_module.handle_of_listener(name)
+        handle = PROCESS.handle_of_listener(name)
         if handle is not None:
-            session_module.share_handle(bridge.session_key, handle)
+            PROCESS.share_handle(bridge.session_key, handle)
             return handle
     return None
 

@@ -113,11 +113,11 @@ def lineage_magic(line: str) -> LineageGraph | None:
         switch(options.switch)
         print(f"spark_lineage: lineage {argument} for this kernel's Spark sessions")
         return None
-    from spark_lineage import session
+    from spark_lineage.process import PROCESS
 
-    session.flush_all(FLUSH_SECONDS)
+    PROCESS.flush_all(FLUSH_SECONDS)
     try:
-        runs, note = notebook_graph.select_runs(session.recent_runs(), options.last, options.dataset)
+        runs, note = notebook_graph.select_runs(PROCESS.recent_runs(), options.last, options.dataset)
     except DatasetNotFoundError as error:
         print(f"%lineage: {error}", file=sys.stderr)
         return None
@@ -126,10 +126,10 @@ def lineage_magic(line: str) -> LineageGraph | None:
 
 def _where_events_go() -> str:
     """``lineage on; events go to <destination>``, without secrets. Never raises: this is only a message."""
-    from spark_lineage import session
+    from spark_lineage.process import PROCESS
     from spark_lineage.redaction import Redactor
 
-    where = session.destinations()
+    where = PROCESS.destinations()
     state = "lineage on" if where else "lineage on from the next SparkSession"
     try:
         where = where or [_configured_destination()]
@@ -167,11 +167,12 @@ def _configured_destination() -> str:
 
 def switch(on: bool) -> None:
     """Lineage on (or off) for the active SparkSession and every one created from now on."""
-    from spark_lineage import _autoload, activation, session
+    from spark_lineage import _autoload, activation
+    from spark_lineage.process import PROCESS
 
     activation.follow_new_sessions(on)
     if not on:
-        session.disable_all()
+        PROCESS.disable_all()
         return
     _autoload.install(force=True)
     active = _active_spark_session()

@@ -11,7 +11,10 @@ Threads involved, and what each may do:
 - the *sender* thread sends what the spool holds, in order, with one backoff per backend, so a slow or dead
   backend never holds up analysis and loses nothing;
 - the *JVM watch* thread (:mod:`spark_lineage.jvm.watch`) waits for the JVM's process to end, and then ends
-  the application runs of that JVM (:func:`_jvm_ended`), with no JVM call.
+  the application runs of that JVM (:meth:`~spark_lineage.process.LineageProcess.jvm_ended`), with no JVM call.
+
+What the process holds for all its sessions (their handles, the trimmers, the exit hooks) is
+:mod:`spark_lineage.process`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import os
 import re
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunEvent, RunState
 
-from spark_lineage import analysis, costs, endings, handlers, naming
+from spark_lineage import analysis, costs, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.connect.sessions import ConnectSessions
 from spark_lineage.costs import Stage
@@ -63,6 +65,7 @@ from spark_lineage.plan import (
     RddJobStart,
     SessionInfo,
 )
+from spark_lineage.process import PROCESS
 from spark_lineage.redaction import Redactor
 from spark_lineage.streaming import StreamTracker
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -162,7 +165,6 @@ class LineageRuntime:
         self.session = session
         self.started_ms = int(time.time() * 1000)
         self.app_run_id = config.application_run_id or new_run_id(self.started_ms)
-        naming.use_trimmers(config.dataset_naming.disabled_trimmers, config.dataset_naming.extra_trimmers)
         self.events = EventBuilder(config, self.session, self.app_run_id)
         self.context = AnalysisContext(session=self.session)
         self.active = False
@@ -349,23 +351,23 @@ class LineageRuntime:
             self.client.close(max(deadline.seconds() or 0.0, 0.0))
         except Exception as exc:  # noqa: BLE001
             self.errors.report("closing the transport", exc)
-        _unregister(self)
+        PROCESS.remove(self)
         return analyzed and delivered and not self._unread
 
     def _add_job_listener(self) -> None:
         """Listen to the SparkContext's jobs, unless another enabled session of the same context does: a job
         belongs to the context, not to a session, and is reported once."""
-        with _lock:
-            if self.context_id in _job_listener_owners:
+        with PROCESS.lock:
+            if self.context_id in PROCESS.job_listener_owners:
                 return
-            _job_listener_owners[self.context_id] = self
+            PROCESS.job_listener_owners[self.context_id] = self
         try:
             self.bridge.add_job_listener(self.job_sink, rdd_jobs=not self.config.rdd_events_disabled)
             self._owns_job_listener = True
         except Exception as exc:  # noqa: BLE001 - SQL lineage without job events beats no lineage
             self.errors.report("adding the job listener", exc)
-            with _lock:
-                _job_listener_owners.pop(self.context_id, None)
+            with PROCESS.lock:
+                PROCESS.job_listener_owners.pop(self.context_id, None)
             return
         if self.config.all_sessions:
             try:
@@ -388,14 +390,14 @@ class LineageRuntime:
                 self.bridge.remove_session_listener()
             except Exception as exc:  # noqa: BLE001
                 self.errors.report("removing the listener for the driver's other sessions", exc)
-        with _lock:
-            if _job_listener_owners.get(self.context_id) is self:
-                del _job_listener_owners[self.context_id]
+        with PROCESS.lock:
+            if PROCESS.job_listener_owners.get(self.context_id) is self:
+                del PROCESS.job_listener_owners[self.context_id]
             # Another enabled session of the same context takes the context's jobs over.
             heir = next(
                 (
                     runtime
-                    for runtime in _live_runtimes()
+                    for runtime in PROCESS.live_runtimes()
                     if runtime is not self and runtime.active and runtime.context_id == self.context_id
                 ),
                 None,
@@ -533,7 +535,7 @@ class LineageRuntime:
         """Spool events together (one transaction: see :meth:`Delivery.submit_all`)."""
         for event in events:
             if event.eventType in (RunState.COMPLETE, RunState.FAIL):
-                _recent_runs.append(RunSummary.of(event))
+                PROCESS.finished(RunSummary.of(event))
         self.delivery.submit_all(events)
 
     def _rdd_job(self, pending: PendingJob) -> None:
@@ -647,125 +649,16 @@ class RunSummary:
         )
 
 
-_recent_runs: deque[RunSummary] = deque(maxlen=1000)
-
-
-def recent_runs() -> list[RunSummary]:
-    """The query runs of this process that finished most recently, oldest first (at most 1000)."""
-    return list(_recent_runs)
-
-
-def destinations() -> list[str]:
-    """Where the enabled sessions of this process send their events (``http <url>``, ``file <path>``,
-    ``console``, ...), without secrets, each once."""
-    return list(dict.fromkeys(runtime.delivery.destination for runtime in _live_runtimes()))
-
-
-def flush_all(timeout: float) -> None:
-    """Deliver what every enabled session has queued, within ``timeout`` seconds overall."""
-    deadline = _Deadline(timeout)
-    for runtime in _live_runtimes():
-        runtime.flush(deadline.seconds())
-
-
-def disable_all() -> None:
-    """Turn lineage off for every session of this process."""
-    for runtime in _live_runtimes():
-        runtime.shutdown(RunState.COMPLETE)
-
-
-# --- process-wide registry and exit hooks --------------------------------------------------------------------
-
-_lock = threading.RLock()
-_handles: dict[str, SparkLineageHandle] = {}
-"""The enabled handle of each session, by the JVM session's key."""
-_job_listener_owners: dict[int, LineageRuntime] = {}
-"""The runtime whose job listener serves each SparkContext (by ``id`` of the Python context)."""
-
-
-def handle_for(session_key: str) -> SparkLineageHandle | None:
-    with _lock:
-        handle = _handles.get(session_key)
-        return handle if handle is not None and handle.enabled else None
-
-
-def handle_of_listener(name: str) -> SparkLineageHandle | None:
-    """The enabled handle whose runtime registered the query listener of this name."""
-    with _lock:
-        for handle in _handles.values():
-            if handle.enabled and handle._runtime is not None and handle._runtime.listener.toString() == name:
-                return handle
-    return None
-
-
-def share_handle(session_key: str, handle: SparkLineageHandle) -> None:
-    """Serve another JVM session (a clone whose queries ``handle``'s listener already hears) with ``handle``."""
-    with _lock:
-        _handles[session_key] = handle
-
-
 def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> SparkLineageHandle:
-    with _lock:
-        _install_process_hooks(runtime.config.shutdown_timeout)
-        _wrap_context_stop(spark_context)
-        runtime.start()
-        runtime.bridge.watch_jvm(_jvm_ended)
+    """Start a session's lineage, registered with the process (:data:`~spark_lineage.process.PROCESS`) first, so
+    that its trimmers apply to its first query and the process's exit ends it."""
+    with PROCESS.lock:
         handle = SparkLineageHandle(runtime)
-        _handles[session_key] = handle
+        PROCESS.add(session_key, handle, spark_context)
+        try:
+            runtime.start()
+        except BaseException:
+            PROCESS.remove(runtime)
+            raise
+        runtime.bridge.watch_jvm(PROCESS.jvm_ended)
         return handle
-
-
-def _unregister(runtime: LineageRuntime) -> None:
-    with _lock:
-        for key, handle in list(_handles.items()):
-            if handle._runtime is runtime:
-                del _handles[key]
-
-
-def _live_runtimes() -> list[LineageRuntime]:
-    with _lock:
-        return [handle._runtime for handle in _handles.values() if handle._runtime is not None]
-
-
-def _wrap_context_stop(spark_context: Any) -> None:
-    """Run our shutdown before the SparkContext stops, while the JVM can still answer. ``SparkSession.stop``
-    goes through ``SparkContext.stop``, so wrapping the context's method covers both."""
-    if getattr(spark_context.stop, "_spark_lineage_wrapped", False):
-        return
-    original = spark_context.stop
-
-    def stop(*args: Any, **kwargs: Any) -> Any:
-        for runtime in _live_runtimes():
-            if runtime.context_id == id(spark_context):
-                runtime.shutdown(RunState.COMPLETE)
-        return original(*args, **kwargs)
-
-    stop._spark_lineage_wrapped = True  # type: ignore[attr-defined]
-    spark_context.stop = stop
-
-
-def _install_process_hooks(timeout: float) -> None:
-    endings.install(_end_all, _end_all, timeout)
-
-
-def _end_all(ending: endings.Ending) -> None:
-    """End every application run of this process as ``ending`` says, within the bounded shutdown time, after
-    draining what Spark still holds for our listener."""
-    for runtime in _live_runtimes():
-        runtime.shutdown(ending.state, error=ending.error, stack=ending.stack, ending_first=ending.ending_first)
-    # Those still here are being ended on another thread. The JVM watch's have their terminal event spooled
-    # already; let them deliver, within their own deadline, before the process goes.
-    for runtime in _live_runtimes():
-        if runtime.bridge.gone:
-            runtime.wait_ended(runtime.config.shutdown_timeout + 1.0)
-
-
-def _jvm_ended() -> None:
-    """The JVM watch's callback: the JVM has ended. Its application runs end as :func:`endings.jvm_ended` says,
-    on the watch's thread, with no JVM call (the bridge is gone)."""
-    ending = endings.jvm_ended()
-    if ending is None:
-        return
-    for runtime in _live_runtimes():
-        if runtime.bridge.gone:
-            runtime.shutdown(ending.state, error=ending.error, ending_first=ending.ending_first)

@@ -380,9 +380,9 @@ def _off(sc: SparkContext) -> str:
 
 
 def _destinations() -> list[str]:
-    from spark_lineage.session import destinations
+    from spark_lineage.process import PROCESS
 
-    return destinations()
+    return PROCESS.destinations()
 
 
 def _wait(sc: SparkContext, options: ServerOptions, stop: StopSignals) -> str | None:

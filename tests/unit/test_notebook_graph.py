@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from spark_lineage import notebook, notebook_graph, session
+from spark_lineage import notebook, notebook_graph
 from spark_lineage.errors import NotebookUsageError
 from spark_lineage.notebook import LineageGraph, Options, lineage_magic, notebook_name, parse_options
 from spark_lineage.notebook_graph import ELLIPSIS, build, mermaid, select_runs, wrap_middle
+from spark_lineage.process import PROCESS
 from spark_lineage.session import RunSummary
 
 RUNS = [
@@ -183,8 +184,8 @@ def test_bad_options_say_why_and_how(line: str, message: str, capsys: pytest.Cap
 def test_a_dataset_no_run_touched_is_said_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(session, "flush_all", lambda timeout: None)
-    monkeypatch.setattr(session, "recent_runs", lambda: list(RUNS))
+    monkeypatch.setattr(PROCESS, "flush_all", lambda timeout: None)
+    monkeypatch.setattr(PROCESS, "recent_runs", lambda: list(RUNS))
     assert lineage_magic("--dataset nowhere") is None
     assert "no run in this session read or wrote a dataset named 'nowhere'" in capsys.readouterr().err
     shown = lineage_magic("--dataset /data/raw --last 1")
@@ -208,7 +209,7 @@ def test_where_events_go(
     for name in ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "OPENLINEAGE__TRANSPORT__TYPE", "OPENLINEAGE_DISABLED"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)  # no openlineage.yml
-    monkeypatch.setattr(session, "destinations", lambda: [])
+    monkeypatch.setattr(PROCESS, "destinations", lambda: [])
     if url:
         monkeypatch.setenv("OPENLINEAGE_URL", url)
     caplog.set_level(logging.WARNING)

@@ -18,6 +18,7 @@ from spark_lineage.jvm import PendingQuery, PendingStreamEvent, QueryListener, S
 from spark_lineage.jvm.streaming import StreamTerminated
 from spark_lineage.lineage import AnalysisContext
 from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, Opaque, SessionInfo
+from spark_lineage.process import PROCESS
 from spark_lineage.streaming import MicroBatch, StreamTracker
 from spark_lineage.worker import ErrorLog
 from tests.support import validate_event
@@ -301,10 +302,10 @@ class _CloneBridge:
 def test_a_session_that_inherits_our_listener_shares_its_handle(monkeypatch: pytest.MonkeyPatch) -> None:
     """foreachBatch wraps the stream's clone of the session in a new Python session: it must not get a
     listener (and an application run) of its own, since the one it inherits already reports its queries."""
-    monkeypatch.setattr(session_module, "_handles", {})
+    monkeypatch.setattr(PROCESS, "_handles", {})
     parent = session_module.SparkLineageHandle(_Runtime("spark_lineage:parent-session"))  # type: ignore[arg-type]
-    session_module._handles["parent-session"] = parent
+    PROCESS.share_handle("parent-session", parent)
     bridge: Any = _CloneBridge("com.acme.Audit", "spark_lineage:parent-session")
     assert activation._inherited_handle(bridge) is parent
-    assert session_module.handle_for("clone-session") is parent
+    assert PROCESS.handle_for("clone-session") is parent
     assert activation._inherited_handle(_CloneBridge("com.acme.Audit")) is None  # type: ignore[arg-type]
