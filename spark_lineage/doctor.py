@@ -31,6 +31,7 @@ from spark_lineage import _autoload, config
 from spark_lineage.config import keys as config_keys
 from spark_lineage.config import transports
 from spark_lineage.delivery import create_client
+from spark_lineage.delivery.client_internals import children
 from spark_lineage.delivery.transports import NO_RETRIES, leave_retries_to_the_spool
 from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
@@ -383,15 +384,15 @@ def _check_target(transport: Any, keys: _Keys, probe: Any) -> list[Finding]:
         return [Finding(PROBLEM, f"backend: {directory} is not a writable directory")]
     if kind == "kafka":
         return [_check_kafka(transport, keys)]
+    inside = children(transport)
     if kind == "composite":
-        children = getattr(transport, "transports", [])
         return [
             finding
-            for index, child in enumerate(children)
+            for index, child in enumerate(inside)
             for finding in _check_target(child, keys.child(str(getattr(child, "name", index))), probe)
         ]
-    if kind == "transform" and getattr(transport, "transport", None) is not None:
-        return _check_target(transport.transport, keys.inner(), probe)
+    if kind == "transform" and inside:
+        return _check_target(inside[0], keys.inner(), probe)
     return [Finding(INFO, f"backend: nothing to check for a {kind} transport")]
 
 

@@ -44,6 +44,7 @@ from openlineage.client.transport.http import HttpTransport
 
 from spark_lineage import costs, logs
 from spark_lineage.costs import Stage
+from spark_lineage.delivery.client_internals import forget_http_session
 from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.spool import Handoff, InFlight, Spool, SpooledEvent, lease_owner
 from spark_lineage.delivery.transports import SpooledEmit, spooled_emitter
@@ -107,7 +108,7 @@ def lane_transports(transport: Any, concurrency: int) -> list[Any]:
     lanes = []
     for _ in range(concurrency):
         lane = copy.copy(transport)
-        lane._session = None
+        forget_http_session(lane)
         lanes.append(lane)
     return lanes
 

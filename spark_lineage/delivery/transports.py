@@ -48,6 +48,15 @@ from openlineage.client.transport.file import FileTransport, LocalFileHandler
 from openlineage.client.transport.http import HttpTransport
 from openlineage.client.transport.transport import Transport, TransportFactory
 
+from spark_lineage.delivery.client_internals import (
+    children,
+    file_handler,
+    file_path,
+    http_request,
+    made_http_session,
+    prepare_http_session,
+    walk,
+)
 from spark_lineage.delivery.console import PrintingConsoleTransport, visible
 from spark_lineage.delivery.kafka import AcknowledgedKafkaTransport, acknowledged
 from spark_lineage.delivery.payloads import from_payload
@@ -102,20 +111,15 @@ def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClien
 
 
 def learn_secrets(redactor: Redactor, transport: Any) -> None:
-    """Teach ``redactor`` the secrets a transport holds, however it was made (a client passed in, too): its
-    url's password, its url parameters, its header values and its api key."""
-    kind = getattr(transport, "kind", None)
-    if kind in ("http", "async_http"):
-        config = transport.config
-        redactor.learn_from_url(str(config.url))
-        redactor.learn_from_url(str(config.endpoint))
-        redactor.learn(str(value) for value in (config.custom_headers or {}).values())
-        redactor.learn([str(getattr(config.auth, "api_key", None) or "")])
-    elif kind == "composite":
-        for child in transport.transports:
-            learn_secrets(redactor, child)
-    elif kind == "transform":
-        learn_secrets(redactor, transport.transport)
+    """Teach ``redactor`` the secrets a transport holds (and those inside it), however it was made (a client
+    passed in, too): its url's password, its url parameters, its header values and its api key."""
+    for each in walk(transport):
+        if getattr(each, "kind", None) in ("http", "async_http"):
+            config = each.config
+            redactor.learn_from_url(str(config.url))
+            redactor.learn_from_url(str(config.endpoint))
+            redactor.learn(str(value) for value in (config.custom_headers or {}).values())
+            redactor.learn([str(getattr(config.auth, "api_key", None) or "")])
 
 
 def describe(transport: Any) -> tuple[str, dict[str, Any]]:
@@ -156,13 +160,13 @@ def describe(transport: Any) -> tuple[str, dict[str, Any]]:
             settings["timeout"] = transport.timeout
         return f"kafka {servers}/{transport.topic}", settings
     if kind == "composite":
-        parts = [describe(child) for child in transport.transports]
+        parts = [describe(child) for child in children(transport)]
         return "composite(" + ", ".join(name for name, _ in parts) + ")", {
             "type": "composite",
             "transports": [settings for _, settings in parts],
         }
-    if kind == "transform":
-        inner, settings = describe(transport.transport)
+    if kind == "transform" and children(transport):
+        inner, settings = describe(children(transport)[0])
         return f"transform {inner}", {"type": "transform", "transport": settings}
     if kind in ("console", "noop"):
         return kind, {"type": kind}
@@ -177,9 +181,7 @@ CONF_TRANSPORT = "spark.openlineage.transport."
 
 def needs_api_key(settings: dict[str, Any]) -> bool:
     """Whether a destination kept in the spool was reached with an api key (which the spool does not keep)."""
-    if (settings.get("auth") or {}).get("type") == "api_key":
-        return True
-    return any(needs_api_key(child) for child in _children(settings))
+    return any((kept.get("auth") or {}).get("type") == "api_key" for kept in _walk_kept(settings))
 
 
 @dataclass(frozen=True)
@@ -231,11 +233,13 @@ class ReplaySecrets:
     def missing(self, settings: Mapping[str, Any]) -> list[str]:
         """The ``--conf`` keys a kept destination needs that these secrets do not give, in order."""
         found = [
-            *(f"urlParams.{name}" for name in settings.get("urlParams") or () if name not in self.url_params),
-            *(f"headers.{name}" for name in settings.get("headers") or () if self.header(name) is None),
+            key
+            for kept in _walk_kept(settings)
+            for key in (
+                *(f"urlParams.{name}" for name in kept.get("urlParams") or () if name not in self.url_params),
+                *(f"headers.{name}" for name in kept.get("headers") or () if self.header(name) is None),
+            )
         ]
-        for child in _children(settings):
-            found += self.missing(child)
         return [CONF_TRANSPORT + key for key in dict.fromkeys(found)]
 
     def header(self, name: str) -> str | None:
@@ -255,10 +259,15 @@ def _mapping(settings: Mapping[str, Any], *spellings: str) -> dict[str, str]:
     return found
 
 
-def _children(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _kept_children(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The transports a kept composite or transform transport holds."""
     inner = settings.get("transport")
     return [*(settings.get("transports") or []), *([inner] if isinstance(inner, Mapping) else [])]
+
+
+def _walk_kept(settings: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Kept settings and those of every transport inside them, depth first."""
+    return [settings, *(kept for child in _kept_children(settings) for kept in _walk_kept(child))]
 
 
 def with_secrets(settings: dict[str, Any], secrets: ReplaySecrets) -> dict[str, Any]:
@@ -320,16 +329,12 @@ def rebuilt(destination: str, kept: dict[str, Any], secrets: ReplaySecrets) -> A
 
 def leave_retries_to_the_spool(transport: Any) -> None:
     """Turn off a transport's own retries (HTTP, also inside composite and transform transports)."""
-    kind = getattr(transport, "kind", None)
-    if kind == "http":
-        transport.config.retry = dict(NO_RETRIES)
-        if transport._session is not None:  # made already: mount an adapter without retries
-            transport._prepare_session(transport._session)
-    elif kind == "composite":
-        for child in transport.transports:
-            leave_retries_to_the_spool(child)
-    elif kind == "transform":
-        leave_retries_to_the_spool(transport.transport)
+    for each in walk(transport):
+        if getattr(each, "kind", None) == "http":
+            each.config.retry = dict(NO_RETRIES)
+            session = made_http_session(each)
+            if session is not None:  # made already: mount an adapter without retries
+                prepare_http_session(each, session)
 
 
 class SpooledEmit:
@@ -356,7 +361,7 @@ def spooled_emitter(transport: Any) -> SpooledEmit:
     if kind is HttpTransport:
         return SpooledEmit(_HttpEmitter(transport))
     if kind is FileTransport and not transport.config.debug_mode:
-        if transport.config.append and isinstance(transport._file_handler, LocalFileHandler):
+        if transport.config.append and isinstance(file_handler(transport), LocalFileHandler):
             return _AppendingFileEmit(transport)
         return SpooledEmit(functools.partial(_emit_file, transport))
     if kind in (PrintingConsoleTransport, AcknowledgedKafkaTransport):
@@ -430,7 +435,7 @@ class _HttpEmitter:
         previous = http.client.HTTPConnection.debuglevel
         http.client.HTTPConnection.debuglevel = 0  # as emit: a debug level set elsewhere would log the auth header
         try:
-            body, headers = transport._prepare_request(text)
+            body, headers = http_request(transport, text)
             url = urljoin(transport.url, transport.endpoint)
             cert = getattr(transport, "cert", None)  # openlineage-python 1.54's sslContext
             session = transport.session
@@ -489,8 +494,8 @@ class _AppendingFileEmit(SpooledEmit):
 
     def _append(self, text: str) -> None:
         if self._file is None:
-            self._path = self.transport._get_file_path(None)  # type: ignore[arg-type]  # read only in debug mode
-            self._file = _file_failure(self._path, lambda: self.transport._file_handler.open_file(self._path, "a"))
+            self._path = file_path(self.transport)
+            self._file = _file_failure(self._path, lambda: file_handler(self.transport).open_file(self._path, "a"))
         file = self._file
         try:
             _file_failure(self._path, lambda: (file.write(text + "\n"), file.flush()))
@@ -519,10 +524,10 @@ def _emit_file(transport: FileTransport, text: str) -> None:
     """``transport.emit`` with ``text`` as the event's JSON, outside debug mode: one line appended to the file,
     or a file of its own, through the transport's own file handler (local or fsspec), failing as ``emit``
     does."""
-    path = transport._get_file_path(None)  # type: ignore[arg-type]  # read only in debug mode
+    path = file_path(transport)
 
     def append() -> None:
-        with transport._file_handler.open_file(path, "a" if transport.config.append else "w") as file:
+        with file_handler(transport).open_file(path, "a" if transport.config.append else "w") as file:
             file.write(text + "\n")
 
     _file_failure(path, append)
