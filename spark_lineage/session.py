@@ -129,9 +129,9 @@ class SparkLineageHandle:
 
     def disable(self, timeout: float | None = None) -> bool:
         """Stop lineage for this session: unregister the listener, deliver what is queued, and complete the
-        application run, waiting at most ``timeout`` seconds (default: ``shutdown.timeout``). True if every event
-        was delivered; what was not waits in the spool, and a warning says how to send it (``spark-lineage
-        replay``). ``enable()`` again starts a new application run."""
+        application run, waiting at most ``timeout`` seconds (default: ``python.shutdownTimeoutSeconds``). True
+        if every event was delivered; what was not waits in the spool, and a warning says how to send it
+        (``spark-lineage replay``). ``enable()`` again starts a new application run."""
         if self._runtime is None:
             return True
         return self._runtime.shutdown(RunState.COMPLETE, timeout=timeout)
