@@ -14,7 +14,7 @@ own handler for a node a built-in one serves) says so: ``replace=True``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from spark_lineage.errors import DuplicateNameError
@@ -29,6 +29,9 @@ class Registry(Generic[T]):
         """``what`` the entries are, for errors (``plan-node handler``)."""
         self.what = what
         self._entries: dict[str, T] = {}
+        self.get: Callable[[str], T | None] = self._entries.get
+        """The entry registered under a name, or ``None``: the dict's own ``get`` (handlers and column rules are
+        looked up for every node and expression of every plan; a method around it cost 0.08 µs a lookup)."""
 
     def add(self, names: Iterable[str], entry: T, *, replace: bool = False) -> None:
         """Register ``entry`` under each of ``names``. Raises :class:`~spark_lineage.errors.DuplicateNameError`
@@ -44,9 +47,6 @@ class Registry(Generic[T]):
                     )
         for name in names:
             self._entries[name] = entry
-
-    def get(self, name: str) -> T | None:
-        return self._entries.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
