@@ -47,8 +47,8 @@ from spark_lineage.delivery import Delivery, create_client, open_spool
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.delivery.sender import Sender
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool
-from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 
 

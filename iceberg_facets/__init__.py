@@ -26,9 +26,9 @@ from openlineage.client import OpenLineageClient
 from iceberg_facets.runtime import IcebergLineage, LineageRun
 from spark_lineage.config import ConfigError, LineageConfig, is_disabled, resolve_options
 from spark_lineage.delivery import create_client, open_spool, where_events_go
-from spark_lineage.delivery.transports import learn_secrets
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor, protect_logs
+from spark_lineage.transports import learn_secrets
 
 __all__ = ["ConfigError", "IcebergLineageHandle", "LineageRun", "enable", "run"]
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from spark_lineage import config as config_module
@@ -252,13 +254,24 @@ def _inherited_handle(bridge: JvmBridge) -> SparkLineageHandle | None:
     return None
 
 
+def notebook_name() -> str | None:
+    """The running notebook's file name without ``.ipynb``, when the front end says which it is."""
+    candidates = [os.environ.get("JPY_SESSION_NAME")]
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    shell = get_ipython() if get_ipython is not None else None
+    if shell is not None:
+        candidates += [shell.user_ns.get("__vsc_ipynb_file__"), shell.user_ns.get("__session__")]
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.endswith(".ipynb"):
+            return PurePath(candidate).stem
+    return None
+
+
 def _notebook_overrides(conf: Mapping[str, str]) -> dict[str, Any]:
     """In a notebook, its name stands for the application, so jobs of different notebooks stay apart; an
     explicit ``spark.openlineage.appName`` still wins."""
     if "IPython" not in sys.modules or config_module.CONF_PREFIX + "appName" in conf:
         return {}
-    from spark_lineage.notebook import notebook_name
-
     name = notebook_name()
     return {"appName": name} if name else {}
 

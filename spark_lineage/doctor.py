@@ -12,57 +12,26 @@ are asked for their topics; a file's directory must be writable. ``--no-backend-
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shlex
 import sys
-import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from spark_lineage import _autoload, config
+from openlineage.client.transport.console import ConsoleTransport
+
+from spark_lineage import _autoload, config, transports
 from spark_lineage.config import keys as config_keys
-from spark_lineage.config import transports
 from spark_lineage.delivery import create_client
-from spark_lineage.delivery.client_internals import children
-from spark_lineage.delivery.transports import NO_RETRIES, leave_retries_to_the_spool
-from spark_lineage.extras import install_hint
 from spark_lineage.facets import PRODUCER
-from spark_lineage.redaction import Redactor, protect_logs, public_url
+from spark_lineage.findings import INFO, OK, PROBLEM, Finding, Level
+from spark_lineage.redaction import Redactor, protect_logs
 
-
-class Level(Enum):
-    """How a finding of the diagnosis reads, and the mark it is printed with."""
-
-    OK = "[ok]  "
-    INFO = "[--]  "
-    PROBLEM = "[!!]  "
-    """Something that keeps lineage from working: ``doctor`` exits 1."""
-
-
-OK, INFO, PROBLEM = Level.OK, Level.INFO, Level.PROBLEM
-CHECK_TIMEOUT_SECONDS = 5.0
-_PRINTED = Redactor()
-"""What doctor prints shows where the backend is, never the credentials in its url (nor, through
-:func:`~spark_lineage.redaction.public_url`, the values of its url parameters)."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the diagnosis."""
-
-    level: Level
-    message: str
-
-    def __str__(self) -> str:
-        return self.level.value + _PRINTED.text(self.message)
+__all__ = ["INFO", "OK", "PROBE_JOB", "PROBLEM", "Finding", "Level", "diagnose", "main"]
 
 
 def diagnose(confs: Mapping[str, str], environ: Mapping[str, str], check_backend: bool = True) -> list[Finding]:
@@ -290,18 +259,18 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
     unknown += _unknown_transport_keys(spark_conf)
     unknown += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
     transport = client.transport
-    leave_retries_to_the_spool(transport)  # as the spool sends: one request, its answer as it is
+    transports.leave_retries_to_the_spool(transport)  # as the spool sends: one request, its answer as it is
     kind = getattr(transport, "kind", None) or type(transport).__name__
     source = "spark.openlineage.transport.*" if resolved.transport else "the openlineage-python client's configuration"
-    target = _target(transport)
+    target = transports.target(transport)
     findings = [*unknown, Finding(INFO, f"transport: {kind}{f' to {target}' if target else ''} (from {source})")]
-    if kind == "console" and not resolved.transport:
+    if isinstance(transport, ConsoleTransport) and not resolved.transport:
         findings.append(
             Finding(INFO, "no transport configured anywhere: events would be printed to the console (stdout)")
         )
     if check_backend:
-        keys = _Keys(CONF_TRANSPORT if resolved.transport else None)
-        findings += _check_target(transport, keys, _probe_event(resolved.namespace, resolved.producer or PRODUCER))
+        keys = transports.ConfKeys(CONF_TRANSPORT if resolved.transport else None)
+        findings += transports.check(transport, keys, _probe_event(resolved.namespace, resolved.producer or PRODUCER))
     # What is printed never shows a configured secret (an api key, a header, a password in the url).
     return [Finding(finding.level, redactor.text(finding.message)) for finding in findings]
 
@@ -329,135 +298,8 @@ def _unknown_transport_keys(spark_conf: Mapping[str, str]) -> list[Finding]:
     ]
 
 
-@dataclass(frozen=True)
-class _Keys:
-    """What the user set a transport with, to name what to fix: ``spark.openlineage.transport`` (or a part of
-    a composite transport), or ``None`` for the openlineage-python client's own configuration."""
-
-    prefix: str | None
-
-    def of(self, *settings: str) -> str:
-        if self.prefix is None:
-            client_keys = {"url": "OPENLINEAGE_URL", "endpoint": "OPENLINEAGE_ENDPOINT", "auth": "OPENLINEAGE_API_KEY"}
-            names = [client_keys.get(setting.split(".")[0], f"transport.{setting}") for setting in settings]
-            return " / ".join(dict.fromkeys(names)) + " (or transport.* in openlineage.yml)"
-        return " and ".join(f"{self.prefix}.{setting}" for setting in settings)
-
-    def child(self, name: str) -> _Keys:
-        """A part of a composite transport."""
-        return _Keys(None if self.prefix is None else f"{self.prefix}.transports.{name}")
-
-    def inner(self) -> _Keys:
-        """The transport a transform transport wraps."""
-        return _Keys(None if self.prefix is None else f"{self.prefix}.transport")
-
-
-def _target(transport: Any) -> str | None:
-    settings = getattr(transport, "config", None)
-    for attribute in ("url", "log_file_path", "location", "bootstrap_servers"):
-        value = getattr(settings, attribute, None)
-        if value:
-            return public_url(str(value)) if attribute == "url" else str(value)
-    servers = _kafka_settings(transport).get("bootstrap.servers")
-    return str(servers) if servers else None
-
-
-def _kafka_settings(transport: Any) -> dict[str, Any]:
-    """The producer settings of a kafka transport (confluent-kafka's keys), else ``{}``."""
-    for holder in (getattr(transport, "kafka_config", None), getattr(transport, "config", None)):
-        for attribute in ("config", "properties"):
-            settings = getattr(holder, attribute, None)
-            if isinstance(settings, Mapping) and settings:
-                return dict(settings)
-    return {}
-
-
-def _check_target(transport: Any, keys: _Keys, probe: Any) -> list[Finding]:
-    kind = getattr(transport, "kind", None) or type(transport).__name__
-    target = _target(transport)
-    if kind in ("http", "async_http") and target:
-        return [_check_http(transport, keys, probe)]
-    if kind == "file" and target:
-        directory = Path(target).expanduser().resolve().parent
-        if directory.is_dir() and os.access(directory, os.W_OK):
-            return [Finding(OK, f"backend: {directory} is a writable directory")]
-        return [Finding(PROBLEM, f"backend: {directory} is not a writable directory")]
-    if kind == "kafka":
-        return [_check_kafka(transport, keys)]
-    inside = children(transport)
-    if kind == "composite":
-        return [
-            finding
-            for index, child in enumerate(inside)
-            for finding in _check_target(child, keys.child(str(getattr(child, "name", index))), probe)
-        ]
-    if kind == "transform" and inside:
-        return _check_target(inside[0], keys.inner(), probe)
-    return [Finding(INFO, f"backend: nothing to check for a {kind} transport")]
-
-
 PROBE_JOB = "spark_lineage_doctor"
 """The job of the one event ``doctor`` sends to an HTTP backend: a completed run, with nothing else in it."""
-_AUTH_SETTINGS = {
-    "ApiKeyTokenProvider": ("auth.type", "auth.apiKey"),
-    "JwtTokenProvider": ("auth.apiKey", "auth.tokenEndpoint"),
-    "OAuth2ClientCredentialsTokenProvider": ("auth.clientId", "auth.clientSecret", "auth.tokenEndpoint"),
-}
-
-
-def _check_http(transport: Any, keys: _Keys, probe: Any) -> Finding:
-    """Sends one probe event through the transport itself: its url and endpoint (with any url parameters),
-    auth, headers, compression and TLS settings, as every event is sent."""
-    import requests
-
-    if transport.kind != "http":  # async_http: the same request, sent and answered synchronously
-        transport = _synchronous(transport)
-    url = public_url(urllib.parse.urljoin(transport.url, transport.endpoint))  # no url parameter's value
-    try:
-        with _quiet("openlineage", "urllib3"):
-            response = transport.emit(probe)
-    except requests.HTTPError as error:
-        response = error.response
-        if response is None:
-            return Finding(PROBLEM, f"backend: {url} does not answer ({_short_reason(error)})")
-    except requests.Timeout:
-        return Finding(PROBLEM, f"backend: {url} does not answer within {transport.timeout:g} s")
-    except requests.RequestException as error:
-        return Finding(PROBLEM, f"backend: {url} does not answer ({_short_reason(error)})")
-    except (RuntimeError, KeyError, ValueError) as error:  # a token provider that could not get a token
-        auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__, ("auth.type",))
-        return Finding(
-            PROBLEM,
-            f"backend: no event sent to {url}: getting a token failed ({_short_reason(error)}); check {keys.of(*auth)}",
-        )
-    return _classify(url, response.status_code, response.reason, transport, keys, probe.job.namespace)
-
-
-def _classify(url: str, status: int, reason: str | None, transport: Any, keys: _Keys, namespace: str) -> Finding:
-    answer = f"HTTP {status}{f' {reason}' if reason else ''}"
-    if 200 <= status < 300:
-        return Finding(
-            OK, f"backend: {url} accepted a probe event ({answer}): job {PROBE_JOB} in namespace {namespace}"
-        )
-    if status in (401, 403):
-        auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__)
-        headers = f" (and the headers in {keys.of('headers.*')})" if transport.config.custom_headers else ""
-        if auth is None:
-            what = f"no credentials are configured: set {keys.of('auth.type', 'auth.apiKey')}{headers}"
-        else:
-            what = f"check {keys.of(*auth)}{headers}"
-        return Finding(PROBLEM, f"backend: {url} refused the credentials ({answer}): {what}")
-    if 400 <= status < 500:
-        return Finding(
-            PROBLEM,
-            f"backend: {url} rejected a probe event ({answer}): the url or endpoint is wrong, or no OpenLineage "
-            f"backend listens there; check {keys.of('url', 'endpoint')}",
-        )
-    if status >= 500:
-        return Finding(
-            PROBLEM, f"backend: {url} failed on a probe event ({answer}): the backend is in error, see its logs"
-        )
-    return Finding(PROBLEM, f"backend: {url} answered {answer} to a probe event; check {keys.of('url', 'endpoint')}")
 
 
 def _probe_event(namespace: str, producer: str) -> Any:
@@ -472,94 +314,6 @@ def _probe_event(namespace: str, producer: str) -> Any:
         job=Job(namespace=namespace, name=PROBE_JOB),
         producer=producer,
     )
-
-
-def _synchronous(transport: Any) -> Any:
-    """An async_http transport's settings as the (synchronous) http transport, which answers with a status."""
-    from openlineage.client.transport.http import HttpConfig, HttpTransport
-
-    settings = transport.config
-    return HttpTransport(
-        HttpConfig(
-            url=settings.url,
-            endpoint=settings.endpoint,
-            timeout=settings.timeout,
-            verify=settings.verify,
-            auth=settings.auth,
-            compression=settings.compression,
-            custom_headers=dict(settings.custom_headers),
-            retry=dict(NO_RETRIES),
-        )
-    )
-
-
-@contextmanager
-def _quiet(*loggers: str) -> Iterator[None]:
-    """The answer is reported once, by doctor: the libraries' own log lines about it are held back."""
-    previous = [(logging.getLogger(name), logging.getLogger(name).level) for name in loggers]
-    for logger, _ in previous:
-        logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for logger, level in previous:
-            logger.setLevel(level)
-
-
-def _short_reason(error: BaseException) -> str:
-    """The cause, without the chain of wrappers requests and urllib3 put around it."""
-    text = str(error)
-    for pattern in (r"\[Errno -?\d+\][^'\")]*", r"\[SSL[^\]]*\][^'\")]*", r"Read timed out[^'\")]*"):
-        match = re.search(pattern, text)
-        if match:
-            return match.group(0).strip().rstrip(".")
-    return text
-
-
-def _check_kafka(transport: Any, keys: _Keys) -> Finding:
-    """Asks the brokers for their topics (confluent-kafka's AdminClient, with the transport's own settings:
-    servers, security, SASL), within :data:`CHECK_TIMEOUT_SECONDS`."""
-    settings = _kafka_settings(transport)
-    servers = settings.get("bootstrap.servers") or settings.get("metadata.broker.list") or "?"
-    topic = getattr(transport, "topic", None)
-    try:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-    except ImportError:
-        return Finding(
-            PROBLEM,
-            f"backend: kafka {servers} cannot be checked: confluent-kafka is not installed here, and the kafka "
-            f"transport needs it ({install_hint('kafka')})",
-        )
-    errors: list[str] = []
-    silent = logging.getLogger("spark_lineage.doctor.librdkafka")
-    silent.propagate, silent.disabled = False, True
-    admin_settings = {key: value for key, value in settings.items() if not callable(value)}
-    admin_settings.update({"logger": silent, "error_cb": lambda error: errors.append(error.str())})
-    try:
-        admin = AdminClient(admin_settings)
-    except (KafkaException, ValueError, TypeError) as error:
-        return Finding(PROBLEM, f"backend: kafka {servers}: confluent-kafka does not take the settings ({error})")
-    try:
-        cluster = admin.list_topics(timeout=CHECK_TIMEOUT_SECONDS)
-    except KafkaException as error:
-        cause: Any = error.args[0] if error.args else None
-        reason = errors[0] if errors else cause.str() if hasattr(cause, "str") else _short_reason(error)
-        return Finding(
-            PROBLEM,
-            f"backend: kafka {servers} does not answer within {CHECK_TIMEOUT_SECONDS:g} s ({reason}); "
-            f"check {keys.of('properties.bootstrap.servers')}",
-        )
-    brokers = len(cluster.brokers)
-    if not topic:
-        found = ""
-    elif topic in cluster.topics:
-        found = f"; topic {topic} exists"
-    else:
-        found = (
-            f"; topic {topic} does not exist yet (the first event creates it only if the brokers auto-create topics)"
-        )
-    return Finding(OK, f"backend: kafka {servers} answers ({brokers} broker{'s' if brokers != 1 else ''}){found}")
 
 
 def main(confs: Mapping[str, str], check_backend: bool) -> int:

@@ -16,12 +16,10 @@ Where the notebook's file name can be known (Jupyter server's ``JPY_SESSION_NAME
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any
 
 from spark_lineage import notebook_graph
@@ -34,18 +32,6 @@ USAGE = (
     "       %lineage on | off                       switch lineage for this kernel's Spark sessions"
 )
 FLUSH_SECONDS = 10.0
-
-
-def notebook_name() -> str | None:
-    """The running notebook's file name without ``.ipynb``, when the front end says which it is."""
-    candidates = [os.environ.get("JPY_SESSION_NAME")]
-    shell = _ipython()
-    if shell is not None:
-        candidates += [shell.user_ns.get("__vsc_ipynb_file__"), shell.user_ns.get("__session__")]
-    for candidate in candidates:
-        if isinstance(candidate, str) and candidate.endswith(".ipynb"):
-            return PurePath(candidate).stem
-    return None
 
 
 def load(ipython: Any) -> None:
@@ -148,8 +134,9 @@ def _configured_destination() -> str:
     """Where the client's own configuration (``OPENLINEAGE_URL``, ``openlineage.yml``, ``OPENLINEAGE__*``)
     sends events, as ``spark-lineage doctor`` finds it."""
     from spark_lineage import config
-    from spark_lineage.delivery.transports import create_client, describe
+    from spark_lineage.delivery.transports import create_client
     from spark_lineage.redaction import Redactor
+    from spark_lineage.transports import describe
 
     resolved = config.resolve({})
     redactor = Redactor(resolved.redaction_pattern)
@@ -190,12 +177,6 @@ def _active_spark_session() -> Any:
         return module.SparkSession.getActiveSession()
     except Exception:  # noqa: BLE001 - no usable session is the same as none
         return None
-
-
-def _ipython() -> Any:
-    module = sys.modules.get("IPython")
-    get = getattr(module, "get_ipython", None)
-    return get() if get is not None else None
 
 
 class LineageGraph:

@@ -3,9 +3,9 @@
 Plan-node handlers (:mod:`spark_lineage.handlers.registry`), the data sources a ``SaveIntoDataSourceCommand``
 writes (:mod:`spark_lineage.handlers.datasources`), the table formats behind DataSource V2 relations
 (:mod:`spark_lineage.handlers.iceberg`), the column-lineage rules of plan nodes and of expressions
-(:mod:`spark_lineage.columns.operators`, :mod:`spark_lineage.columns.expressions`) and the transport kinds'
-settings translations (:mod:`spark_lineage.config.transports`) are each a :class:`Registry`, filled by a
-decorator beside what it registers.
+(:mod:`spark_lineage.columns.operators`, :mod:`spark_lineage.columns.expressions`) and the transport kinds
+(:mod:`spark_lineage.transports`) are each a :class:`Registry`, filled by a decorator beside what it registers
+(a :class:`Registrar`, for registries of one instance per class).
 
 A name registered twice is an error that names both (:class:`~spark_lineage.errors.DuplicateNameError`): two
 handlers for one plan node would otherwise depend on import order. Replacing an entry on purpose (a user's
@@ -15,11 +15,12 @@ own handler for a node a built-in one serves) says so: ``replace=True``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from spark_lineage.errors import DuplicateNameError
 
 T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
 
 class Registry(Generic[T]):
@@ -48,6 +49,15 @@ class Registry(Generic[T]):
         for name in names:
             self._entries[name] = entry
 
+    def entry(self, *names: str, replace: bool = False) -> Callable[[T], T]:
+        """Decorator: register what it decorates (a function, a class) under ``names``."""
+
+        def add(entry: T) -> T:
+            self.add(names, entry, replace=replace)
+            return entry
+
+        return add
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
@@ -63,6 +73,28 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {len(self._entries)} names)"
+
+
+class Registrar:
+    """A class decorator that registers one instance of each class it decorates, under the names the class
+    lists in its ``attribute`` (``class_names``, ``names``). ``@register`` refuses a name taken already;
+    ``@register(replace=True)`` takes its place (how a user's own entry replaces a built-in one)."""
+
+    def __init__(self, registry: Registry[Any], attribute: str) -> None:
+        self.registry = registry
+        self.attribute = attribute
+
+    @overload
+    def __call__(self, cls: C, *, replace: bool = False) -> C: ...
+    @overload
+    def __call__(self, *, replace: bool = False) -> Callable[[C], C]: ...
+
+    def __call__(self, cls: C | None = None, *, replace: bool = False) -> C | Callable[[C], C]:
+        def add(decorated: C) -> C:
+            self.registry.add(getattr(decorated, self.attribute), decorated(), replace=replace)
+            return decorated
+
+        return add if cls is None else add(cls)
 
 
 def _label(entry: object) -> str:

@@ -48,12 +48,7 @@ RANKING = frozenset({"Rank", "DenseRank", "PercentRank", "RowNumber", "CumeDist"
 
 def rule(*class_names: str) -> Callable[[ExpressionRule], ExpressionRule]:
     """Decorator: the rule for expressions of these classes (simple names)."""
-
-    def register(function: ExpressionRule) -> ExpressionRule:
-        RULES.add(class_names, function)
-        return function
-
-    return register
+    return RULES.entry(*class_names)
 
 
 def trace(expression: CatalystNode, target: int, graph: ColumnGraph, path: Transformation = IDENTITY) -> None:

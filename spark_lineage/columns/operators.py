@@ -30,12 +30,7 @@ RULES: Registry[OperatorRule] = Registry("column rule of a plan node")
 
 def operator(*class_names: str) -> Callable[[OperatorRule], OperatorRule]:
     """Decorator: the rule for plan nodes of these classes (simple names)."""
-
-    def register(function: OperatorRule) -> OperatorRule:
-        RULES.add(class_names, function)
-        return function
-
-    return register
+    return RULES.entry(*class_names)
 
 
 def rule_for(node: CatalystNode) -> OperatorRule | None:

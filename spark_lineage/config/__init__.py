@@ -12,7 +12,8 @@ Precedence, highest first:
 - :mod:`~spark_lineage.config.settings`: the typed settings;
 - :mod:`~spark_lineage.config.readers`: Spark confs and keyword overrides, read into flat keys;
 - :mod:`~spark_lineage.config.keys`: the table of keys, their values and defaults;
-- :mod:`~spark_lineage.config.transports`: transport keys translated for openlineage-python, per type;
+- :mod:`~spark_lineage.config.transports`: flat transport keys nested for openlineage-python (each kind
+  translates its own: :mod:`spark_lineage.transports`);
 - :mod:`~spark_lineage.config.datasets`: the ``dataset.*`` keys (path removal, namespace resolvers, trimmers);
 - :mod:`~spark_lineage.config.tags`: ``job.tags`` and ``run.tags``;
 - :mod:`~spark_lineage.config.activation`: when configuration alone turns lineage on.

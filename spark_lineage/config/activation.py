@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_lineage.conf_values import boolean
 from spark_lineage.config.readers import overrides as read_overrides
 from spark_lineage.config.settings import CONF_PREFIX
-from spark_lineage.config.values import boolean
 from spark_lineage.errors import ConfigError
 
 JAVA_AGENT_LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from spark_lineage.conf_values import java_regex, python_class, text_list
 from spark_lineage.config.settings import DatasetNamingConfig, NamespaceResolver
-from spark_lineage.config.values import java_regex, python_class, text_list
 from spark_lineage.errors import ConfigError
 
 PREFIX = "dataset."

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_lineage.conf_values import boolean, finite, integer, optional_text, text_list
 from spark_lineage.config import datasets, transports
 from spark_lineage.config.settings import (
     DEFAULT_CAPTURED_PROPERTIES,
@@ -21,7 +22,6 @@ from spark_lineage.config.settings import (
     ParentJob,
 )
 from spark_lineage.config.tags import parse_tags
-from spark_lineage.config.values import boolean, finite, integer, optional_text, text_list
 from spark_lineage.errors import ConfigError
 
 NameOf = Callable[[str], str]

@@ -8,8 +8,9 @@
 - :mod:`~spark_lineage.delivery.enrichment`: what openlineage-python's client does to an event, done before it
   is spooled;
 - :mod:`~spark_lineage.delivery.payloads`: events as the spool stores them;
-- :mod:`~spark_lineage.delivery.transports`: what a transport is called in the spool, how it is made to
-  leave retries to the spool, and how a spooled event's JSON goes out through it as it is;
+- :mod:`~spark_lineage.delivery.transports`: how the spool's transports are made (and made again for replay,
+  secrets put back), and how a spooled event's JSON goes out through them as it is (what each kind of
+  transport is called, and its retries, are its kind's: :mod:`spark_lineage.transports`);
 - :mod:`~spark_lineage.delivery.replay`: sending what earlier processes left (``spark-lineage replay``);
 - :mod:`~spark_lineage.delivery.salvage`: reading what can still be read from a damaged spool file.
 
@@ -34,8 +35,9 @@ from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payloads
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Handoff, Spool, SpooledEvent, default_spool_dir
-from spark_lineage.delivery.transports import create_client, describe, leave_retries_to_the_spool, needs_api_key
+from spark_lineage.delivery.transports import create_client, needs_api_key
 from spark_lineage.redaction import Redactor
+from spark_lineage.transports import describe, kind_of, leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog, one_line
 
 if TYPE_CHECKING:
@@ -268,8 +270,9 @@ def named(jobs: list[str] | tuple[str, ...]) -> str:
 
 
 def sends_anywhere(transport: Any) -> bool:
-    """Whether a transport sends events anywhere (not ``None``, not ``noop``)."""
-    return transport is not None and getattr(transport, "kind", None) != "noop"
+    """Whether a transport sends events anywhere (not ``None``, not ``noop``: its kind's
+    :attr:`~spark_lineage.transports.TransportKind.sends`)."""
+    return transport is not None and kind_of(transport).sends
 
 
 def where_events_go(transport: Any, spool: Spool | FailoverSpool) -> str:

@@ -35,6 +35,7 @@ from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.errors import KafkaDeliveryError, KafkaDeliveryTimeoutError
 from spark_lineage.extras import install_hint
+from spark_lineage.transports import rewritten
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
 TRANSPORT_CLASS = f"{__name__}.AcknowledgedKafkaTransport"
@@ -214,18 +215,10 @@ class _ReportingProducer:
 def acknowledged(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Transport settings with every ``kafka`` transport, also inside composite and transform transports, made
     as :class:`AcknowledgedKafkaTransport`."""
-    result = dict(settings)
-    if result.get("type") == "kafka":
-        result["type"] = TRANSPORT_CLASS
-    transports = result.get("transports")
-    if isinstance(transports, Mapping):
-        result["transports"] = {name: _maybe(child) for name, child in transports.items()}
-    elif isinstance(transports, (list, tuple)):
-        result["transports"] = [_maybe(child) for child in transports]
-    if isinstance(result.get("transport"), Mapping):
-        result["transport"] = acknowledged(result["transport"])
-    return result
 
+    def made_here(level: dict[str, Any]) -> dict[str, Any]:
+        if level.get("type") == "kafka":
+            level["type"] = TRANSPORT_CLASS
+        return level
 
-def _maybe(child: Any) -> Any:
-    return acknowledged(child) if isinstance(child, Mapping) else child
+    return rewritten(settings, made_here)

@@ -21,12 +21,15 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urljoin
 
+from openlineage.client.transport.http import HttpTransport
+
 from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import ReplaySecrets, leave_retries_to_the_spool, rebuilt
+from spark_lineage.delivery.transports import ReplaySecrets, rebuilt
 from spark_lineage.errors import CannotRebuildError
 from spark_lineage.redaction import Redactor, public_url
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog, problem
 
 REPLAY_MAX_BACKOFF_SECONDS = 2.0
@@ -132,7 +135,7 @@ def status_that_will_not_heal(error: BaseException) -> int | None:
 def refusal(transport: Any, error: BaseException) -> str:
     """``<url tried> answered HTTP <status> <reason>: <what to do>``, without secrets."""
     status = status_that_will_not_heal(error)
-    if getattr(transport, "kind", None) == "http":
+    if isinstance(transport, HttpTransport):
         url = urljoin(transport.url, transport.endpoint)
     else:  # an HTTP transport inside a composite or transform one: the request's own URL
         url = str(getattr(getattr(_http_error(error), "response", None), "url", "") or "?")

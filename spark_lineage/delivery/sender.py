@@ -44,10 +44,10 @@ from openlineage.client.transport.http import HttpTransport
 
 from spark_lineage import costs, logs
 from spark_lineage.costs import Stage
-from spark_lineage.delivery.client_internals import forget_http_session
 from spark_lineage.delivery.failover import FailoverSpool
 from spark_lineage.delivery.spool import Handoff, InFlight, Spool, SpooledEvent, lease_owner
 from spark_lineage.delivery.transports import SpooledEmit, spooled_emitter
+from spark_lineage.transports.client_internals import forget_http_session
 from spark_lineage.worker import ErrorLog, problem, timed_out, yield_cpu_to_the_job
 
 log = logging.getLogger("spark_lineage")

@@ -1,17 +1,13 @@
-"""Transports as the spool knows them: a name for where events go (the spool files events under it, and a
-process only sends what was meant for its own destination), the settings to reach it again without any
-secret (for ``spark-lineage replay``, which puts the secrets back from its own configuration:
-:class:`ReplaySecrets`), and retries left to the spool.
+"""Transports as the spool uses them: made (:func:`make_transport`, :func:`create_client`, with every secret
+known to the redactor), made again by ``spark-lineage replay`` from what the spool kept, and sent spooled JSON
+through.
 
-Neither the name nor the settings hold a secret: no api key, no credentials in the url, no header value and
-no url parameter value. The name shows the url parameters' names with their values redacted
-(``http http://h/api/v1/lineage?code=*********(redacted)``); the settings keep the names of the url
-parameters and headers the destination was reached with (``"urlParams": ["code"]``, ``"headers":
-["X-Team"]``), so that replay can say exactly which ones it needs.
-
-openlineage-python's HTTP transport retries a failed request five times with backoff inside ``emit``; with a
-spool that would send a slow backend a flood of copies and hold the sender for seconds per event, so its
-retries are turned off: the spool retries, once per backend.
+The spool files each event under the name of where it goes, and keeps the settings to reach it again, neither
+holding a secret (:func:`spark_lineage.transports.describe`: no api key, no credentials in the url, no header
+value and no url parameter value; only the names of the url parameters and headers it was reached with).
+Replay puts the secrets back from its own configuration (:class:`ReplaySecrets`, :func:`with_secrets`), and
+says exactly which ones it still needs. The transports' own retries are turned off
+(:func:`spark_lineage.transports.leave_retries_to_the_spool`): the spool retries, once per backend.
 
 The spool holds each event's JSON exactly as it is to be sent, so the transports that send text send it as it
 is (:func:`spooled_emitter`), byte for byte, instead of rebuilding openlineage-python's event from it for the
@@ -35,7 +31,6 @@ import functools
 import http.client
 import io
 import os
-import re
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -48,20 +43,13 @@ from openlineage.client.transport.file import FileTransport, LocalFileHandler
 from openlineage.client.transport.http import HttpTransport
 from openlineage.client.transport.transport import Transport, TransportFactory
 
-from spark_lineage.delivery.client_internals import (
-    children,
-    file_handler,
-    file_path,
-    http_request,
-    made_http_session,
-    prepare_http_session,
-    walk,
-)
 from spark_lineage.delivery.console import PrintingConsoleTransport, visible
 from spark_lineage.delivery.kafka import AcknowledgedKafkaTransport, acknowledged
 from spark_lineage.delivery.payloads import from_payload
 from spark_lineage.errors import CannotRebuildError
-from spark_lineage.redaction import Redactor, protect_logs, public_url
+from spark_lineage.redaction import Redactor, protect_logs
+from spark_lineage.transports import learn_secrets, rewritten, walk_settings
+from spark_lineage.transports.client_internals import file_handler, file_path, http_request
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
@@ -70,8 +58,6 @@ if TYPE_CHECKING:
 
 ENVIRONMENT_SECONDS = 60.0
 """How long a sender's HTTP session uses what it read of the environment for a request (:class:`EnvironmentOnce`)."""
-NO_RETRIES = {"total": 0, "connect": 0, "read": 0, "redirect": 0, "status": 0}
-_SECRET = re.compile(r"(?i)secret|password|passwd|token|key|credential|auth|sasl|header|cookie")
 
 
 def make_transport(settings: dict[str, Any] | None) -> Transport:
@@ -110,70 +96,6 @@ def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClien
     return client
 
 
-def learn_secrets(redactor: Redactor, transport: Any) -> None:
-    """Teach ``redactor`` the secrets a transport holds (and those inside it), however it was made (a client
-    passed in, too): its url's password, its url parameters, its header values and its api key."""
-    for each in walk(transport):
-        if getattr(each, "kind", None) in ("http", "async_http"):
-            config = each.config
-            redactor.learn_from_url(str(config.url))
-            redactor.learn_from_url(str(config.endpoint))
-            redactor.learn(str(value) for value in (config.custom_headers or {}).values())
-            redactor.learn([str(getattr(config.auth, "api_key", None) or "")])
-
-
-def describe(transport: Any) -> tuple[str, dict[str, Any]]:
-    """``(destination, settings)``: where ``transport`` sends, and how to make it again without secrets."""
-    kind = getattr(transport, "kind", None) or type(transport).__name__
-    if kind == "http":
-        # Credentials in the url, url parameter values and header values stay out of the spool; replay gets
-        # them from its own configuration.
-        url = public_url(transport.url).partition("?")[0]
-        endpoint, _, query = str(transport.endpoint).partition("?")
-        settings: dict[str, Any] = {"type": "http", "url": url, "endpoint": endpoint}
-        settings["timeout"] = transport.timeout
-        if type(getattr(transport.config, "auth", None)).__name__ == "ApiKeyTokenProvider":
-            settings["auth"] = {"type": "api_key"}  # the key itself comes from the replaying user
-        if transport.compression:
-            settings["compression"] = str(getattr(transport.compression, "value", transport.compression))
-        params = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
-        if params:
-            settings["urlParams"] = list(dict.fromkeys(params))
-        if transport.config.custom_headers:
-            settings["headers"] = sorted(transport.config.custom_headers)
-        return f"http {public_url(urljoin(url, str(transport.endpoint)))}", settings
-    if kind == "file":
-        config = transport.config
-        return f"file {config.log_file_path}", {
-            "type": "file",
-            "log_file_path": config.log_file_path,
-            "append": config.append,
-        }
-    if kind == "kafka":
-        config = dict(getattr(transport.kafka_config, "config", {}) or {})
-        servers = config.get("bootstrap.servers", "")
-        public = {key: value for key, value in config.items() if not _SECRET.search(key)}
-        settings = {"type": "kafka", "topic": transport.topic, "config": public}
-        if transport.message_key:
-            settings["messageKey"] = transport.message_key
-        if isinstance(getattr(transport, "timeout", None), (int, float)):
-            settings["timeout"] = transport.timeout
-        return f"kafka {servers}/{transport.topic}", settings
-    if kind == "composite":
-        parts = [describe(child) for child in children(transport)]
-        return "composite(" + ", ".join(name for name, _ in parts) + ")", {
-            "type": "composite",
-            "transports": [settings for _, settings in parts],
-        }
-    if kind == "transform" and children(transport):
-        inner, settings = describe(children(transport)[0])
-        return f"transform {inner}", {"type": "transform", "transport": settings}
-    if kind in ("console", "noop"):
-        return kind, {"type": kind}
-    cls = type(transport)
-    return f"{kind} {cls.__module__}.{cls.__qualname__}", {"type": f"{cls.__module__}.{cls.__qualname__}"}
-
-
 API_KEY_ENV = "OPENLINEAGE_API_KEY"
 CONF_TRANSPORT = "spark.openlineage.transport."
 """The prefix of the ``--conf`` keys that give replay what the spool does not keep."""
@@ -181,7 +103,7 @@ CONF_TRANSPORT = "spark.openlineage.transport."
 
 def needs_api_key(settings: dict[str, Any]) -> bool:
     """Whether a destination kept in the spool was reached with an api key (which the spool does not keep)."""
-    return any((kept.get("auth") or {}).get("type") == "api_key" for kept in _walk_kept(settings))
+    return any((kept.get("auth") or {}).get("type") == "api_key" for kept in walk_settings(settings))
 
 
 @dataclass(frozen=True)
@@ -234,7 +156,7 @@ class ReplaySecrets:
         """The ``--conf`` keys a kept destination needs that these secrets do not give, in order."""
         found = [
             key
-            for kept in _walk_kept(settings)
+            for kept in walk_settings(settings)
             for key in (
                 *(f"urlParams.{name}" for name in kept.get("urlParams") or () if name not in self.url_params),
                 *(f"headers.{name}" for name in kept.get("headers") or () if self.header(name) is None),
@@ -259,37 +181,25 @@ def _mapping(settings: Mapping[str, Any], *spellings: str) -> dict[str, str]:
     return found
 
 
-def _kept_children(settings: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The transports a kept composite or transform transport holds."""
-    inner = settings.get("transport")
-    return [*(settings.get("transports") or []), *([inner] if isinstance(inner, Mapping) else [])]
+def with_secrets(settings: Mapping[str, Any], secrets: ReplaySecrets) -> dict[str, Any]:
+    """Kept ``settings`` (and those of every transport inside them) with the secrets put back where they were
+    used: the api key, the url parameters (on the endpoint's query, as the transport sent them) and the headers.
+    A name without a value is left out (see :meth:`ReplaySecrets.missing`)."""
 
+    def put_back(level: dict[str, Any]) -> dict[str, Any]:
+        if (level.get("auth") or {}).get("type") == "api_key" and secrets.api_key:
+            level["auth"] = {"type": "api_key", "apiKey": secrets.api_key}
+        names = level.pop("urlParams", None) or []
+        params = {name: secrets.url_params[name] for name in names if name in secrets.url_params}
+        if params:
+            endpoint = str(level.get("endpoint", "api/v1/lineage"))
+            level["endpoint"] = endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
+        headers = {name: secrets.header(name) for name in level.pop("headers", None) or []}
+        if any(value is not None for value in headers.values()):
+            level["custom_headers"] = {name: value for name, value in headers.items() if value is not None}
+        return level
 
-def _walk_kept(settings: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Kept settings and those of every transport inside them, depth first."""
-    return [settings, *(kept for child in _kept_children(settings) for kept in _walk_kept(child))]
-
-
-def with_secrets(settings: dict[str, Any], secrets: ReplaySecrets) -> dict[str, Any]:
-    """Kept ``settings`` with the secrets put back where they were used: the api key, the url parameters (on the
-    endpoint's query, as the transport sent them) and the headers. A name without a value is left out (see
-    :meth:`ReplaySecrets.missing`)."""
-    settings = dict(settings)
-    if (settings.get("auth") or {}).get("type") == "api_key" and secrets.api_key:
-        settings["auth"] = {"type": "api_key", "apiKey": secrets.api_key}
-    names = settings.pop("urlParams", None) or []
-    params = {name: secrets.url_params[name] for name in names if name in secrets.url_params}
-    if params:
-        endpoint = str(settings.get("endpoint", "api/v1/lineage"))
-        settings["endpoint"] = endpoint + ("&" if "?" in endpoint else "?") + urlencode(params)
-    headers = {name: secrets.header(name) for name in settings.pop("headers", None) or []}
-    if any(value is not None for value in headers.values()):
-        settings["custom_headers"] = {name: value for name, value in headers.items() if value is not None}
-    if settings.get("transports"):
-        settings["transports"] = [with_secrets(child, secrets) for child in settings["transports"]]
-    if isinstance(settings.get("transport"), Mapping):
-        settings["transport"] = with_secrets(dict(settings["transport"]), secrets)
-    return settings
+    return rewritten(settings, put_back)
 
 
 def rebuilt(destination: str, kept: dict[str, Any], secrets: ReplaySecrets) -> Any:
@@ -325,16 +235,6 @@ def rebuilt(destination: str, kept: dict[str, Any], secrets: ReplaySecrets) -> A
             f"{shown}: its transport cannot be made here ({redactor.text(str(error))}); pass --conf "
             "spark.openlineage.transport.* settings"
         ) from None
-
-
-def leave_retries_to_the_spool(transport: Any) -> None:
-    """Turn off a transport's own retries (HTTP, also inside composite and transform transports)."""
-    for each in walk(transport):
-        if getattr(each, "kind", None) == "http":
-            each.config.retry = dict(NO_RETRIES)
-            session = made_http_session(each)
-            if session is not None:  # made already: mount an adapter without retries
-                prepare_http_session(each, session)
 
 
 class SpooledEmit:

@@ -9,7 +9,7 @@ options it names, so that other options (passwords) never leave the JVM.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
@@ -17,7 +17,7 @@ from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_f
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
-from spark_lineage.registry import Registry
+from spark_lineage.registry import Registrar, Registry
 
 
 class SavedDataSource:
@@ -42,13 +42,11 @@ class SavedDataSource:
 
 
 SOURCES: Registry[SavedDataSource] = Registry("saved data source")
-S = TypeVar("S", bound=type[SavedDataSource])
 
 
-def saved_data_source(source_class: S) -> S:
-    """Class decorator: serve saves through every provider the class lists."""
-    SOURCES.add(source_class.providers, source_class())
-    return source_class
+saved_data_source = Registrar(SOURCES, "providers")
+"""Class decorator: serve saves through every provider the class lists (``@saved_data_source(replace=True)`` in
+a built-in one's place)."""
 
 
 _LIFECYCLE_BY_MODE = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
@@ -30,7 +30,7 @@ from spark_lineage.handlers.base import NodeHandler, schema_fields
 from spark_lineage.handlers.registry import nested_inputs, register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputStatistics
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
-from spark_lineage.registry import Registry
+from spark_lineage.registry import Registrar, Registry
 
 
 @register
@@ -277,13 +277,11 @@ class V2TableFormat:
 
 
 FORMATS: Registry[V2TableFormat] = Registry("table format")
-F = TypeVar("F", bound=type[V2TableFormat])
 
 
-def v2_table_format(format_class: F) -> F:
-    """Class decorator: name the tables of every class the format lists."""
-    FORMATS.add(format_class.table_classes, format_class())
-    return format_class
+v2_table_format = Registrar(FORMATS, "table_classes")
+"""Class decorator: name the tables of every class the format lists (``@v2_table_format(replace=True)`` in a
+built-in one's place)."""
 
 
 def _format_of(table: Any) -> V2TableFormat | None:

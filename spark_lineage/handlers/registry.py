@@ -6,33 +6,19 @@ object nested in a node reads by its own class's handler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar, overload
+from collections.abc import Iterator, Mapping
 
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
-from spark_lineage.registry import Registry
+from spark_lineage.registry import Registrar, Registry
 
 HANDLERS: Registry[NodeHandler] = Registry("plan-node handler")
-H = TypeVar("H", bound=type[NodeHandler])
 
 
-@overload
-def register(handler_class: H, *, replace: bool = False) -> H: ...
-@overload
-def register(*, replace: bool = False) -> Callable[[H], H]: ...
-
-
-def register(handler_class: H | None = None, *, replace: bool = False) -> H | Callable[[H], H]:
-    """Class decorator: serve every class name the handler lists. A name another handler serves already is an
-    error, unless ``@register(replace=True)``: how a user's own handler takes a built-in one's place."""
-
-    def add(cls: H) -> H:
-        HANDLERS.add(cls.class_names, cls(), replace=replace)
-        return cls
-
-    return add if handler_class is None else add(handler_class)
+register = Registrar(HANDLERS, "class_names")
+"""Class decorator: serve every class name the handler lists. A name another handler serves already is an
+error, unless ``@register(replace=True)``: how a user's own handler takes a built-in one's place."""
 
 
 def handler_for(simple_class_name: str) -> NodeHandler | None:

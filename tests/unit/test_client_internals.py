@@ -1,4 +1,4 @@
-"""openlineage-python's private members this library uses (``spark_lineage.delivery.client_internals``) are
+"""openlineage-python's private members this library uses (``spark_lineage.transports.client_internals``) are
 still there in the installed client, and answer what they are used for: a release that renames or changes one
 fails here, not in a job."""
 
@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from openlineage.client.transport.composite import CompositeConfig, CompositeTransport
 from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
-from spark_lineage.delivery import client_internals as internals
+from spark_lineage.transports import client_internals as internals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,18 +48,6 @@ def test_the_file_members_give_the_path_and_its_handler(tmp_path: Path) -> None:
     with internals.file_handler(transport).open_file(str(path), "a") as file:
         file.write("x\n")
     assert path.read_text() == "x\n"
-
-
-def test_a_transport_tree_is_walked_depth_first(tmp_path: Path) -> None:
-    file = {"type": "file", "log_file_path": str(tmp_path / "e"), "append": True}
-    inner = {"type": "composite", "transports": [{"type": "console"}]}
-    composite = CompositeTransport(
-        CompositeConfig.from_dict({"transports": [{"type": "http", "url": "http://h"}, inner, file]})
-    )
-    first, nested, last = internals.children(composite)
-    assert [first.kind, nested.kind, last.kind] == ["http", "composite", "file"]
-    assert [each.kind for each in internals.walk(composite)] == ["composite", "http", "composite", "console", "file"]
-    assert internals.children(first) == []
 
 
 def test_no_other_module_uses_the_clients_private_members() -> None:

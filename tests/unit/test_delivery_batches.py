@@ -28,8 +28,8 @@ from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Handoff, Spool, SpooledEvent
-from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 from tests.support import LineageReceiver, free_port, minimal_run_event
 
@@ -59,8 +59,8 @@ def _payloads(events: list[RunEvent]) -> list[Payload]:
     return [to_payload(event) for event in events]
 
 
-def _http(url: str) -> HttpTransport:
-    transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": 2}))
+def _http(url: str, timeout: float = 2) -> HttpTransport:
+    transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": timeout}))
     leave_retries_to_the_spool(transport)
     return transport
 
@@ -266,13 +266,15 @@ def _pausing_at_the_fourth(pause: Callable[[], object], paused: threading.Event)
 def test_closing_forgets_what_the_lane_delivered_and_keeps_its_send_under_way_leased(tmp_path: Path) -> None:
     """The sender closes while the backend takes the batch's fourth event (2 s): the three it took are forgotten
     then, not left for another sender to send again; the fourth stays leased until its request is over; the
-    next sender (a replay, the next enable()) sends the last two, and each event arrives once."""
+    next sender (a replay, the next enable()) sends the last two, and each event arrives once. The request's
+    timeout (10 s) is far longer than the backend's pause: one that ran out first would leave the fourth
+    undelivered, for the next sender to send again, as it must (at least once), and as this test must not."""
     fourth = threading.Event()
     receiver = _pausing_at_the_fourth(lambda: time.sleep(2), fourth)
     spool = Spool(tmp_path)
     try:
         spool.put_all(DESTINATION, _payloads(_query(1)))
-        first = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog())
+        first = Sender(spool, DESTINATION, _http(receiver.url, timeout=10), ErrorLog())
         assert fourth.wait(30)
         assert not first.close(0)
         assert spool.pending().count == 3, "the first three were forgotten at close"

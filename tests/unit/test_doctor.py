@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_lineage.config import JAVA_AGENT_LISTENER, transports
+from spark_lineage import transports
+from spark_lineage.config import JAVA_AGENT_LISTENER
 from spark_lineage.doctor import read_properties
 from spark_lineage.facets import PRODUCER
 from tests.support import LineageReceiver

@@ -25,10 +25,11 @@ from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.replay import replay
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import describe, make_transport, spooled_emitter
+from spark_lineage.delivery.transports import make_transport, spooled_emitter
 from spark_lineage.errors import KafkaDeliveryError, KafkaDeliveryTimeoutError
 from spark_lineage.extras import install_hint
 from spark_lineage.redaction import Redactor
+from spark_lineage.transports import describe
 from spark_lineage.worker import ErrorLog
 from tests.support import free_port, minimal_run_event
 

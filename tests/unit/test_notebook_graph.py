@@ -9,8 +9,9 @@ import re
 import pytest
 
 from spark_lineage import notebook, notebook_graph
+from spark_lineage.activation import notebook_name
 from spark_lineage.errors import NotebookUsageError
-from spark_lineage.notebook import LineageGraph, Options, lineage_magic, notebook_name, parse_options
+from spark_lineage.notebook import LineageGraph, Options, lineage_magic, parse_options
 from spark_lineage.notebook_graph import ELLIPSIS, build, mermaid, select_runs, wrap_middle
 from spark_lineage.process import PROCESS
 from spark_lineage.session import RunSummary

@@ -19,8 +19,8 @@ from openlineage.client.transport import get_default_factory
 
 from spark_lineage.config import resolve
 from spark_lineage.delivery import Delivery, FailoverSpool, create_client
-from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor, protect_logs
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog, problem
 from tests.support import REPO_ROOT, free_port, minimal_run_event
 

@@ -318,7 +318,7 @@ def test_public_url(url: str, public: str) -> None:
 
 
 def test_the_destination_and_its_kept_settings_hold_names_never_values() -> None:
-    from spark_lineage.delivery.transports import describe
+    from spark_lineage.transports import describe
 
     destination, settings = describe(_client(URL_CONFS, Redactor()).transport)
     assert destination == f"http http://127.0.0.1:9/base/api/v1/lineage?code={REDACTED}&v={REDACTED}"
@@ -386,7 +386,8 @@ def test_secrets_are_learned_from_the_clients_own_configuration(
 def test_replay_puts_back_url_parameters_and_headers_the_spool_never_kept(tmp_path: Path) -> None:
     from spark_lineage.delivery.replay import replay
     from spark_lineage.delivery.spool import Spool
-    from spark_lineage.delivery.transports import ReplaySecrets, describe
+    from spark_lineage.delivery.transports import ReplaySecrets
+    from spark_lineage.transports import describe
     from tests.support import LineageReceiver
 
     receiver = LineageReceiver()

@@ -9,13 +9,13 @@ import pytest
 
 from spark_lineage.columns.expressions import RULES as EXPRESSION_RULES
 from spark_lineage.columns.operators import RULES as OPERATOR_RULES
-from spark_lineage.config.transports import TRANSLATIONS
 from spark_lineage.errors import DuplicateNameError
 from spark_lineage.handlers.base import NodeHandler
 from spark_lineage.handlers.datasources import SOURCES
 from spark_lineage.handlers.iceberg import FORMATS
 from spark_lineage.handlers.registry import HANDLERS, handler_for, register
 from spark_lineage.registry import Registry
+from spark_lineage.transports import KINDS
 
 
 def test_a_name_registered_twice_is_an_error_naming_both() -> None:
@@ -54,6 +54,6 @@ def test_a_users_handler_takes_a_built_in_ones_place_only_when_it_says_so() -> N
 
 
 def test_every_lookup_by_name_is_a_registry() -> None:
-    registries = [HANDLERS, SOURCES, FORMATS, OPERATOR_RULES, EXPRESSION_RULES, TRANSLATIONS]
+    registries = [HANDLERS, SOURCES, FORMATS, OPERATOR_RULES, EXPRESSION_RULES, KINDS]
     assert all(isinstance(r, Registry) and len(r) > 0 for r in registries)
     assert len({r.what for r in registries}) == len(registries)

@@ -20,7 +20,7 @@ from spark_lineage.delivery import spool as spool_module
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import LEASE_HOLDERS, SPOOL_FILE, Spool, lease_owner
-from spark_lineage.delivery.transports import leave_retries_to_the_spool
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 from tests.support import LineageReceiver, free_port
 

@@ -24,8 +24,8 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 from spark_lineage.delivery import Delivery, FailoverSpool
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool
-from spark_lineage.delivery.transports import leave_retries_to_the_spool
 from spark_lineage.redaction import Redactor
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 from tests.support import LineageReceiver, free_port, minimal_run_event, small_disk, spool_disk
 

@@ -27,7 +27,8 @@ from spark_lineage.delivery.console import PrintingConsoleTransport, summary_lin
 from spark_lineage.delivery.payloads import from_payload, to_payload
 from spark_lineage.delivery.sender import Sender
 from spark_lineage.delivery.spool import Spool
-from spark_lineage.delivery.transports import leave_retries_to_the_spool, spooled_emitter
+from spark_lineage.delivery.transports import spooled_emitter
+from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
 from tests.support import LineageReceiver
 from tests.unit.test_spool import _event as query_event

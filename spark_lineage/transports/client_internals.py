@@ -4,12 +4,11 @@ openlineage-python's transports are extended as they are designed to be (its fac
 sending a spooled event's JSON as it is, and turning off the HTTP transport's own retries on a transport made
 already, need members it keeps private. Each is named here for what it gives, and used nowhere else;
 ``tests/unit/test_client_internals.py`` holds each to the installed client, so a release that renames one
-fails that test, not a job. The transport trees (composite and transform transports) are walked here too.
+fails that test, not a job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from openlineage.client.transport.file import FileTransport
@@ -52,23 +51,3 @@ def file_path(transport: FileTransport) -> str:
 def file_handler(transport: FileTransport) -> Any:
     """The transport's file handler (local, or fsspec's), which opens the file."""
     return transport._file_handler
-
-
-def children(transport: Any) -> list[Any]:
-    """The transports a composite transport sends through, or the one a transform transport wraps; ``[]`` for
-    any other."""
-    kind = getattr(transport, "kind", None)
-    if kind == "composite":
-        return list(getattr(transport, "transports", None) or [])
-    if kind == "transform" and getattr(transport, "transport", None) is not None:
-        return [transport.transport]
-    return []
-
-
-def walk(transport: Any) -> Iterator[Any]:
-    """The transport and every transport inside it, depth first."""
-    stack = [transport]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(children(current)))

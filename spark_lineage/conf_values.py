@@ -1,4 +1,7 @@
-"""How one setting's value is read: every error names the key as the user wrote it and says what it accepts."""
+"""How one setting's value is read: every error names the key as the user wrote it and says what it accepts.
+
+Used by :mod:`spark_lineage.config` and by the transport kinds (:mod:`spark_lineage.transports`), which read
+their own keys; it sits below both, so neither package imports the other back."""
 
 from __future__ import annotations
 
@@ -36,6 +39,14 @@ def finite(key: str, value: Any, *, minimum: float = 0.0) -> float:
     if not math.isfinite(result) or result < minimum:
         raise ConfigError(f"{key}={value!r} is not valid; accepted values: a finite number >= {minimum:g}.")
     return result
+
+
+def positive_seconds(key: str, value: Any, per_second: float) -> float:
+    """A duration given in ``1 / per_second`` units (``1000.0``: milliseconds), in seconds; finite and > 0."""
+    seconds = number(key, value) / per_second
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{key}={value!r} is not valid; accepted values: a finite number > 0.")
+    return seconds
 
 
 def integer(key: str, value: Any, *, minimum: int) -> int:
