@@ -196,8 +196,9 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
         return existing
     session = bridge.session_info(conf)
     overrides = {**_notebook_overrides(session.conf), **overrides}
-    if config_module.is_disabled(session.conf, overrides):
-        log.info("spark_lineage: lineage is disabled by configuration; enable() does nothing")
+    switch = config_module.disabled_by(session.conf, overrides)
+    if switch is not None:
+        log.info("spark_lineage: lineage is disabled (%s); enable() does nothing", switch)
         return session_module.SparkLineageHandle(None)
     if config_module.java_agent_configured(session.conf):
         log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)

@@ -58,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a Spark conf, as given to spark-submit (repeatable)",
     )
     doctor.add_argument("--no-backend-check", action="store_true", help="do not contact the configured backend")
+    doctor.add_argument(
+        "--send-test-event",
+        action="store_true",
+        help="send the HTTP backend one test event (a completed run of job spark_lineage_doctor_test_event), to "
+        "check that it accepts events; without it, the backend is only asked whether it answers, and nothing is "
+        "written there",
+    )
     replay = commands.add_parser(
         "replay",
         help="deliver the lineage events waiting in the spool (left by a backend that was down or slow)",
@@ -118,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             parser.error(f"--conf expects KEY=VALUE, got {bad[0]!r}")
         confs = doctor_module.parse_conf_args(arg for item in args.conf for arg in ("--conf", item))
-        return doctor_module.main(confs, check_backend=not args.no_backend_check)
+        return doctor_module.main(confs, check_backend=not args.no_backend_check, send_test_event=args.send_test_event)
 
     if args.command == "events":
         from spark_lineage.demo import summarize

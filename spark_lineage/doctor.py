@@ -34,29 +34,50 @@ from spark_lineage.redaction import Redactor, protect_logs
 __all__ = ["INFO", "OK", "PROBE_JOB", "PROBLEM", "Finding", "Level", "diagnose", "main"]
 
 
-def diagnose(confs: Mapping[str, str], environ: Mapping[str, str], check_backend: bool = True) -> list[Finding]:
-    """Everything doctor reports, in reading order. ``confs`` are ``--conf`` values given on the command line."""
-    findings = [*_hook_findings(environ)]
+def diagnose(
+    confs: Mapping[str, str], environ: Mapping[str, str], check_backend: bool = True, send_test_event: bool = False
+) -> list[Finding]:
+    """Everything doctor reports, in reading order: first whether lineage will be on, and why not; then what
+    that was decided from, the transport, and its backend's answer. ``confs`` are ``--conf`` values given on
+    the command line. Nothing is written to the backend unless ``send_test_event``."""
+    hook = _hook_findings(environ)
     spark_conf, sources = spark_confs(confs, environ)
-    findings.append(Finding(INFO, "Spark confs read from: " + (", ".join(sources) if sources else "nowhere")))
     decision = config.auto_activation(spark_conf)
-    findings.append(
-        Finding(
-            OK if decision.on else INFO,
-            ("spark-submit jobs here get lineage: " if decision.on else "spark-submit jobs here get no lineage: ")
-            + decision.reason,
-        )
+    details = [*hook, Finding(INFO, "Spark confs read from: " + (", ".join(sources) if sources else "nowhere"))]
+    nothing_set = not (
+        decision.on
+        or config.java_agent_configured(spark_conf)
+        or _mentions_enabled(spark_conf)
+        or _disabled_by(spark_conf) is not None
     )
-    if not decision.on and not config.java_agent_configured(spark_conf) and not _mentions_enabled(spark_conf):
-        findings.append(
+    if nothing_set:
+        details.append(
             Finding(
                 INFO,
                 "to turn it on: --conf spark.openlineage.transport.type=http "
                 "--conf spark.openlineage.transport.url=http://<backend>:5000 (or spark.openlineage.enabled=true)",
             )
         )
-    findings += _transport_findings(spark_conf, check_backend)
-    return findings
+    transport, refused = _transport_findings(spark_conf, check_backend, send_test_event)
+    no_hook = next((finding.message for finding in hook if finding.level is PROBLEM), None)
+    if no_hook is not None:
+        verdict = Finding(PROBLEM, f"spark-submit jobs here get no lineage: {no_hook}")
+    elif not decision.on:
+        verdict = Finding(INFO, f"spark-submit jobs here get no lineage: {decision.reason}")
+    elif refused is not None:
+        verdict = Finding(PROBLEM, f"spark-submit jobs here get no lineage: their configuration is refused: {refused}")
+    else:
+        verdict = Finding(OK, f"spark-submit jobs here get lineage: {decision.reason}")
+    if refused is not None and (no_hook is not None or not decision.on):  # not said by the verdict
+        transport.insert(0, Finding(PROBLEM, f"configuration error: {refused}"))
+    return [verdict, *details, *transport]
+
+
+def _disabled_by(spark_conf: Mapping[str, str]) -> str | None:
+    try:
+        return config.disabled_by(spark_conf)
+    except config.ConfigError:
+        return None
 
 
 def _mentions_enabled(spark_conf: Mapping[str, str]) -> bool:
@@ -246,7 +267,10 @@ def _trim_except_crlf(value: str) -> str:
     return value[start:end]
 
 
-def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> list[Finding]:
+def _transport_findings(
+    spark_conf: Mapping[str, str], check_backend: bool, send_test_event: bool
+) -> tuple[list[Finding], str | None]:
+    """What the transport is and what its backend answers; and why the configuration is refused, if it is."""
     redactor = Redactor(spark_conf.get("spark.redaction.regex"))
     redactor.learn_from_properties(spark_conf)  # url parameters by name: a short value is redacted too
     protect_logs(redactor)
@@ -254,25 +278,27 @@ def _transport_findings(spark_conf: Mapping[str, str], check_backend: bool) -> l
         resolved = config.resolve(spark_conf)
         client = create_client(resolved, redactor)
     except (config.ConfigError, ValueError, KeyError, TypeError, ImportError) as error:
-        return [Finding(PROBLEM, redactor.text(f"configuration error: {error}"))]
-    unknown = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
-    unknown += _unknown_transport_keys(spark_conf)
-    unknown += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
+        return [], redactor.text(str(error))
+    findings = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
+    findings += _unknown_transport_keys(spark_conf)
+    findings += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
     transport = client.transport
     transports.leave_retries_to_the_spool(transport)  # as the spool sends: one request, its answer as it is
     kind = getattr(transport, "kind", None) or type(transport).__name__
     source = "spark.openlineage.transport.*" if resolved.transport else "the openlineage-python client's configuration"
     target = transports.target(transport)
-    findings = [*unknown, Finding(INFO, f"transport: {kind}{f' to {target}' if target else ''} (from {source})")]
+    findings.append(Finding(INFO, f"transport: {kind}{f' to {target}' if target else ''} (from {source})"))
     if isinstance(transport, ConsoleTransport) and not resolved.transport:
         findings.append(
             Finding(INFO, "no transport configured anywhere: events would be printed to the console (stdout)")
         )
+    findings += [Finding(PROBLEM, warning) for warning in transports.warnings(transport)]
     if check_backend:
         keys = transports.ConfKeys(CONF_TRANSPORT if resolved.transport else None)
-        findings += transports.check(transport, keys, _probe_event(resolved.namespace, resolved.producer or PRODUCER))
+        probe = _probe_event(resolved.namespace, resolved.producer or PRODUCER) if send_test_event else None
+        findings += transports.check(transport, keys, probe)
     # What is printed never shows a configured secret (an api key, a header, a password in the url).
-    return [Finding(finding.level, redactor.text(finding.message)) for finding in findings]
+    return [Finding(finding.level, redactor.text(finding.message)) for finding in findings], None
 
 
 CONF_TRANSPORT = config.CONF_PREFIX + "transport"
@@ -298,8 +324,9 @@ def _unknown_transport_keys(spark_conf: Mapping[str, str]) -> list[Finding]:
     ]
 
 
-PROBE_JOB = "spark_lineage_doctor"
-"""The job of the one event ``doctor`` sends to an HTTP backend: a completed run, with nothing else in it."""
+PROBE_JOB = "spark_lineage_doctor_test_event"
+"""The job of the one event ``doctor --send-test-event`` sends to an HTTP backend: a completed run, with
+nothing else in it, named as the test it is."""
 
 
 def _probe_event(namespace: str, producer: str) -> Any:
@@ -316,9 +343,9 @@ def _probe_event(namespace: str, producer: str) -> Any:
     )
 
 
-def main(confs: Mapping[str, str], check_backend: bool) -> int:
+def main(confs: Mapping[str, str], check_backend: bool, send_test_event: bool = False) -> int:
     """Prints the diagnosis; the exit status is 1 when something needs fixing."""
-    findings = diagnose(confs, os.environ, check_backend)
+    findings = diagnose(confs, os.environ, check_backend, send_test_event)
     for finding in findings:
         print(finding)
     return 1 if any(f.level is PROBLEM for f in findings) else 0

@@ -33,6 +33,7 @@ from spark_lineage.config.activation import (
     JAVA_AGENT_REASON,
     Activation,
     auto_activation,
+    disabled_by,
     is_disabled,
     java_agent_configured,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "ParentJob",
     "Tag",
     "auto_activation",
+    "disabled_by",
     "is_disabled",
     "java_agent_configured",
     "not_applicable_warnings",

@@ -28,13 +28,26 @@ class Activation:
     reason: str
 
 
+DISABLED_ENV = "OPENLINEAGE_DISABLED"
+"""openlineage-python's switch, which turns every OpenLineage client of the process off, this library too."""
+
+
 def is_disabled(spark_conf: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> bool:
     """``spark.openlineage.disabled=true`` or ``OPENLINEAGE_DISABLED=true`` turns ``enable()`` into a no-op."""
-    if os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
-        return True
+    return disabled_by(spark_conf, overrides) is not None
+
+
+def disabled_by(spark_conf: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> str | None:
+    """What turns lineage off, as the user set it (``OPENLINEAGE_DISABLED=true in the environment``,
+    ``spark.openlineage.disabled=true``), or ``None``."""
+    switch = os.environ.get(DISABLED_ENV, "")
+    if switch.strip().lower() == "true":
+        return f"{DISABLED_ENV}={switch} in the environment"
     flat = read_overrides(overrides or {})
     value = flat.get("disabled", spark_conf.get(CONF_PREFIX + "disabled"))
-    return value is not None and boolean(CONF_PREFIX + "disabled", value)
+    if value is not None and boolean(CONF_PREFIX + "disabled", value):
+        return f"{CONF_PREFIX}disabled={value}"
+    return None
 
 
 def java_agent_configured(spark_conf: Mapping[str, str]) -> bool:
@@ -50,8 +63,9 @@ def auto_activation(spark_conf: Mapping[str, str]) -> Activation:
     if java_agent_configured(spark_conf):
         return Activation(False, JAVA_AGENT_REASON)
     try:
-        if is_disabled(spark_conf):
-            return Activation(False, f"lineage is disabled ({CONF_PREFIX}disabled=true or OPENLINEAGE_DISABLED=true)")
+        switch = disabled_by(spark_conf)
+        if switch is not None:
+            return Activation(False, f"lineage is disabled: {switch}")
         enabled = spark_conf.get(CONF_PREFIX + "enabled")
         if enabled is not None:
             return Activation(boolean(CONF_PREFIX + "enabled", enabled), f"{CONF_PREFIX}enabled={enabled}")

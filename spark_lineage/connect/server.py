@@ -372,11 +372,12 @@ def _start_lineage(sc: SparkContext) -> tuple[SparkSession, SparkLineageHandle]:
 
 
 def _off(sc: SparkContext) -> str:
-    from spark_lineage.config import java_agent_configured
+    from spark_lineage.config import disabled_by, java_agent_configured
 
-    if java_agent_configured(dict(sc.getConf().getAll())):
+    conf = dict(sc.getConf().getAll())
+    if java_agent_configured(conf):
         return "lineage is off here: openlineage-spark's listener (spark.extraListeners) reports it"
-    return "lineage is off (spark.openlineage.disabled=true or OPENLINEAGE_DISABLED)"
+    return f"lineage is off ({disabled_by(conf) or 'spark.openlineage.disabled=true or OPENLINEAGE_DISABLED'})"
 
 
 def _destinations() -> list[str]:

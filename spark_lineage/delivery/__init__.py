@@ -37,7 +37,7 @@ from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Handoff, Spool, SpooledEvent, default_spool_dir
 from spark_lineage.delivery.transports import create_client, needs_api_key
 from spark_lineage.redaction import Redactor
-from spark_lineage.transports import describe, kind_of, leave_retries_to_the_spool
+from spark_lineage.transports import describe, kind_of, leave_retries_to_the_spool, warnings
 from spark_lineage.worker import ErrorLog, one_line
 
 if TYPE_CHECKING:
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from spark_lineage.config import LineageConfig
 
 log = logging.getLogger("spark_lineage")
+_WARNED: set[str] = set()
+"""What was said of the transports' settings (:func:`spark_lineage.transports.warnings`), to say it once."""
 
 __all__ = [
     "Delivery",
@@ -112,6 +114,10 @@ class Delivery:
         self._needs_api_key = needs_api_key(settings)
         if not self.enabled:
             return
+        for warning in warnings(transport):  # sent as openlineage-python sends; said once per process
+            if warning not in _WARNED:
+                _WARNED.add(warning)
+                log.warning("%s: %s", label, redactor.text(warning))
         leave_retries_to_the_spool(transport)
         spool.remember_destination(self.destination, json.dumps(settings, sort_keys=True))
         self.sender = Sender(spool, self.destination, transport, errors, concurrency=concurrency)

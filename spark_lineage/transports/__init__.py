@@ -39,6 +39,7 @@ from spark_lineage.transports.tree import (
     unknown_keys,
     walk,
     walk_settings,
+    warnings,
 )
 
 __all__ = [
@@ -62,4 +63,5 @@ __all__ = [
     "unknown_keys",
     "walk",
     "walk_settings",
+    "warnings",
 ]

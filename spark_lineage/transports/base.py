@@ -158,9 +158,15 @@ class TransportKind:
         say."""
         return None
 
+    def warnings(self, transport: Transport) -> list[str]:
+        """What is wrong with ``transport``'s settings that can be told without contacting anything (a url that
+        holds the endpoint already): ``doctor`` shows each as a problem, and a job logs each once."""
+        return []
+
     def check(self, transport: Transport, keys: ConfKeys, probe: Any) -> list[Finding]:
-        """``doctor``'s check of the backend: ``probe`` is the one event it may send. Called only for
-        transports with no :meth:`children`."""
+        """``doctor``'s check of the backend, which writes nothing there unless ``probe`` is given: then it is
+        the one event the check may send (``--send-test-event``). Called only for transports with no
+        :meth:`children`."""
         kind = getattr(transport, "kind", None) or type(transport).__name__
         return [Finding(INFO, f"backend: nothing to check for a {kind} transport")]
 

@@ -4,7 +4,7 @@ default as the reference does, and ``doctor``'s check that the directory is writ
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -58,9 +58,16 @@ class FileKind(TransportKind):
 
     def check(self, transport: Transport, keys: ConfKeys, probe: Any) -> list[Finding]:
         target = self.target(transport)
-        if not target:
+        if not target or "://" in target:  # a remote file system (fsspec): nothing is written to check it
             return super().check(transport, keys, probe)
-        directory = Path(target).expanduser().resolve().parent
-        if directory.is_dir() and os.access(directory, os.W_OK):
-            return [Finding(OK, f"backend: {directory} is a writable directory")]
-        return [Finding(PROBLEM, f"backend: {directory} is not a writable directory")]
+        path = Path(target).expanduser().resolve()
+        directory = path.parent
+        try:  # as the transport would: a file made there (and taken away); permissions alone do not tell (root)
+            with tempfile.NamedTemporaryFile(dir=directory, prefix=".spark-lineage-doctor-"):
+                pass
+            if path.exists():
+                with path.open("a"):
+                    pass
+        except OSError as error:
+            return [Finding(PROBLEM, f"backend: {path} cannot be written: {error.strerror or type(error).__name__}")]
+        return [Finding(OK, f"backend: {path} can be written (a file was made in {directory}, and removed)")]

@@ -6,7 +6,7 @@ wrong url or endpoint, backend error, unreachable)."""
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import parse_qsl, urlencode, urljoin
 
@@ -18,7 +18,7 @@ from spark_lineage.errors import ConfigError
 from spark_lineage.findings import OK, PROBLEM, Finding
 from spark_lineage.redaction import public_url
 from spark_lineage.transports.base import ConfKeys, Destination, TransportKind, quiet, short_reason
-from spark_lineage.transports.client_internals import made_http_session, prepare_http_session
+from spark_lineage.transports.client_internals import http_request, made_http_session, prepare_http_session
 from spark_lineage.transports.registry import register
 
 if TYPE_CHECKING:
@@ -116,10 +116,27 @@ class HttpKind(TransportKind):
         url = getattr(getattr(transport, "config", None), "url", None)
         return public_url(str(url)) if url else None
 
+    def warnings(self, transport: Transport) -> list[str]:
+        """A url that ends with the endpoint already (``OPENLINEAGE_URL=http://host/api/v1/lineage``):
+        openlineage-python joins the two, and events go to ``/api/v1/api/v1/lineage``."""
+        http = cast(HttpTransport, transport)
+        url = public_url(str(http.url)).partition("?")[0]
+        endpoint = str(http.endpoint).partition("?")[0].strip("/")
+        path = urllib.parse.urlsplit(url).path.rstrip("/")
+        if not endpoint or "://" in endpoint or not path.endswith("/" + endpoint):
+            return []
+        base = url.rstrip("/")[: -len(endpoint)].rstrip("/")
+        return [
+            f"the url {url} ends with the endpoint ({endpoint}) already: openlineage-python joins the two, so events "
+            f"go to {urljoin(url, endpoint)}; give the url without it ({base})"
+        ]
+
     def check(self, transport: Transport, keys: ConfKeys, probe: Any) -> list[Finding]:
-        """Sends one probe event through the transport itself: its url and endpoint (with any url parameters),
-        auth, headers, compression and TLS settings, as every event is sent."""
-        return [_probe(cast(HttpTransport, transport), keys, probe)]
+        """Asks the backend whether it answers, with a ``GET`` to the url and endpoint, and the transport's
+        auth, headers and TLS settings: nothing is written there. With ``probe``, sends that one event instead,
+        through the transport itself, as every event is sent (compression too)."""
+        http = cast(HttpTransport, transport)
+        return [_reach(http, keys) if probe is None else _probe(http, keys, probe)]
 
 
 @register
@@ -138,7 +155,7 @@ class AsyncHttpKind(HttpKind):
         """Its retries are its own event loop's: left as they are."""
 
     def check(self, transport: Transport, keys: ConfKeys, probe: Any) -> list[Finding]:
-        return [_probe(_synchronous(transport), keys, probe)]
+        return super().check(_synchronous(transport), keys, probe)
 
 
 def _auth(auth: dict[str, Any], where: str) -> dict[str, Any]:
@@ -155,18 +172,19 @@ def _auth(auth: dict[str, Any], where: str) -> dict[str, Any]:
     return auth
 
 
-def _probe(transport: HttpTransport, keys: ConfKeys, probe: Any) -> Finding:
+def _answer(transport: HttpTransport, keys: ConfKeys, request: Callable[[], Any]) -> Any:
+    """What the backend answers ``request`` (a ``requests`` response), or the :class:`Finding` that says why it
+    did not."""
     import requests
 
-    url = public_url(urllib.parse.urljoin(transport.url, transport.endpoint))  # no url parameter's value
-    response: Any
+    url = public_url(urljoin(transport.url, transport.endpoint))  # no url parameter's value
     try:
         with quiet("openlineage", "urllib3"):
-            response = transport.emit(probe)
+            return request()
     except requests.HTTPError as error:
-        response = error.response
-        if response is None:
-            return Finding(PROBLEM, f"backend: {url} does not answer ({short_reason(error)})")
+        if error.response is not None:
+            return error.response
+        return Finding(PROBLEM, f"backend: {url} does not answer ({short_reason(error)})")
     except requests.Timeout:
         return Finding(PROBLEM, f"backend: {url} does not answer within {transport.timeout:g} s")
     except requests.RequestException as error:
@@ -175,9 +193,65 @@ def _probe(transport: HttpTransport, keys: ConfKeys, probe: Any) -> Finding:
         auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__, ("auth.type",))
         return Finding(
             PROBLEM,
-            f"backend: no event sent to {url}: getting a token failed ({short_reason(error)}); check {keys.of(*auth)}",
+            f"backend: nothing sent to {url}: getting a token failed ({short_reason(error)}); check {keys.of(*auth)}",
         )
+
+
+def _reach(transport: HttpTransport, keys: ConfKeys) -> Finding:
+    def get() -> Any:
+        _, headers = http_request(transport, "{}")  # the auth header and custom headers, as an event gets them
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-encoding")}
+        response = transport.session.get(
+            urljoin(transport.url, transport.endpoint),
+            headers=headers,
+            timeout=transport.timeout,
+            verify=transport.verify,
+            cert=getattr(transport, "cert", None),  # openlineage-python 1.54's sslContext
+            allow_redirects=False,
+        )
+        response.close()
+        return response
+
+    response = _answer(transport, keys, get)
+    if isinstance(response, Finding):
+        return response
+    url = public_url(urljoin(transport.url, transport.endpoint))
+    status = response.status_code
+    answer = f"HTTP {status}{f' {response.reason}' if response.reason else ''}"
+    if status in (401, 403):
+        return _refused(url, answer, transport, keys)
+    if status == 404:
+        return Finding(
+            PROBLEM,
+            f"backend: {url} answers {answer} to a GET: the url or endpoint is wrong, or no OpenLineage backend "
+            f"listens there; check {keys.of('url', 'endpoint')}",
+        )
+    if 300 <= status < 400 or (status >= 500 and status != 501):
+        return Finding(
+            PROBLEM,
+            f"backend: {url} answers {answer} to a GET; check {keys.of('url', 'endpoint')}, and the backend's logs",
+        )
+    return Finding(
+        OK, f"backend: {url} answers ({answer} to a GET, which writes nothing there; --send-test-event sends one event)"
+    )
+
+
+def _probe(transport: HttpTransport, keys: ConfKeys, probe: Any) -> Finding:
+    response = _answer(transport, keys, lambda: transport.emit(probe))
+    if isinstance(response, Finding):
+        return response
+    url = public_url(urljoin(transport.url, transport.endpoint))
     return _classify(url, response.status_code, response.reason, transport, keys, probe)
+
+
+def _refused(url: str, answer: str, transport: HttpTransport, keys: ConfKeys) -> Finding:
+    auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__)
+    headers = f" (and the headers in {keys.of('headers.*')})" if transport.config.custom_headers else ""
+    if auth is None:
+        what = f"no credentials are configured: set {keys.of('auth.type', 'auth.apiKey')}{headers}"
+    else:
+        what = f"check {keys.of(*auth)}{headers}"
+    return Finding(PROBLEM, f"backend: {url} refused the credentials ({answer}): {what}")
 
 
 def _classify(
@@ -190,13 +264,7 @@ def _classify(
             OK, f"backend: {url} accepted a probe event ({answer}): job {job.name} in namespace {job.namespace}"
         )
     if status in (401, 403):
-        auth = _AUTH_SETTINGS.get(type(transport.config.auth).__name__)
-        headers = f" (and the headers in {keys.of('headers.*')})" if transport.config.custom_headers else ""
-        if auth is None:
-            what = f"no credentials are configured: set {keys.of('auth.type', 'auth.apiKey')}{headers}"
-        else:
-            what = f"check {keys.of(*auth)}{headers}"
-        return Finding(PROBLEM, f"backend: {url} refused the credentials ({answer}): {what}")
+        return _refused(url, answer, transport, keys)
     if 400 <= status < 500:
         return Finding(
             PROBLEM,

@@ -54,9 +54,16 @@ def target(transport: Transport) -> str | None:
     return kind_of(transport).target(transport)
 
 
+def warnings(transport: Transport) -> list[str]:
+    """What is wrong with the settings of ``transport`` and of those inside it, told without contacting
+    anything (:meth:`~spark_lineage.transports.base.TransportKind.warnings`)."""
+    return [warning for each in walk(transport) for warning in kind_of(each).warnings(each)]
+
+
 def check(transport: Transport, keys: ConfKeys, probe: Any) -> list[Finding]:
     """``doctor``'s checks of the backends ``transport`` reaches (every transport inside it, each named by the
-    keys it was set with), ``probe`` being the one event it may send to each."""
+    keys it was set with). Nothing is written to a backend unless ``probe`` is given: the one event the
+    checks may send (``doctor --send-test-event``)."""
     kind = kind_of(transport)
     inside = kind.children(transport)
     if not inside:

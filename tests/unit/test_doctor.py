@@ -29,22 +29,35 @@ def lines(result: subprocess.CompletedProcess[str]) -> list[str]:
     return result.stdout.splitlines()
 
 
-def test_configured_and_answering(receiver: LineageReceiver) -> None:
+def test_configured_and_answering_leads_with_the_verdict_and_writes_nothing(receiver: LineageReceiver) -> None:
     result = doctor(
         "--conf", "spark.openlineage.transport.type=http", "--conf", f"spark.openlineage.transport.url={receiver.url}"
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert lines(result)[0].startswith("[ok]  start-up hook installed: ")
-    assert lines(result)[0].endswith("spark_lineage.pth")
-    assert lines(result)[1:] == [
+    assert lines(result)[0] == "[ok]  spark-submit jobs here get lineage: spark.openlineage.transport.type is set"
+    assert lines(result)[1].startswith("[ok]  start-up hook installed: ")
+    assert lines(result)[1].endswith("spark_lineage.pth")
+    assert lines(result)[2:] == [
         "[--]  Spark confs read from: --conf",
-        "[ok]  spark-submit jobs here get lineage: spark.openlineage.transport.type is set",
         f"[--]  transport: http to {receiver.url} (from spark.openlineage.transport.*)",
-        f"[ok]  backend: {receiver.url}/api/v1/lineage accepted a probe event (HTTP 200 OK): job "
-        "spark_lineage_doctor in namespace default",
+        f"[ok]  backend: {receiver.url}/api/v1/lineage answers (HTTP 501 Unsupported method ('GET') to a GET, which "
+        "writes nothing there; --send-test-event sends one event)",
     ]
+    assert receiver.events == []  # the backend's job list stays the user's
+
+
+def test_a_test_event_is_sent_only_when_asked_and_named_as_a_test(receiver: LineageReceiver) -> None:
+    result = doctor(
+        *("--conf", "spark.openlineage.transport.type=http"),
+        *("--conf", f"spark.openlineage.transport.url={receiver.url}", "--send-test-event"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert lines(result)[-1] == (
+        f"[ok]  backend: {receiver.url}/api/v1/lineage accepted a probe event (HTTP 200 OK): job "
+        "spark_lineage_doctor_test_event in namespace default"
+    )
     assert [(event["eventType"], event["job"]["name"], event["producer"]) for event in receiver.events] == [
-        ("COMPLETE", "spark_lineage_doctor", PRODUCER)
+        ("COMPLETE", "spark_lineage_doctor_test_event", PRODUCER)
     ]
 
 
@@ -53,10 +66,10 @@ def test_the_probe_event_is_named_as_the_jobs_events_are(receiver: LineageReceiv
     result = doctor(
         *("--conf", "spark.openlineage.transport.type=http"),
         *("--conf", f"spark.openlineage.transport.url={receiver.url}", "--conf", "spark.openlineage.namespace=etl"),
-        *("--conf", "spark.openlineage.python.producer=https://example.com/our-fork"),
+        *("--conf", "spark.openlineage.python.producer=https://example.com/our-fork", "--send-test-event"),
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert lines(result)[-1].endswith("job spark_lineage_doctor in namespace etl")
+    assert lines(result)[-1].endswith("job spark_lineage_doctor_test_event in namespace etl")
     assert [(event["job"]["namespace"], event["producer"]) for event in receiver.events] == [
         ("etl", "https://example.com/our-fork")
     ]
@@ -66,8 +79,8 @@ def test_the_probe_event_is_named_as_the_jobs_events_are(receiver: LineageReceiv
 def test_enabled_flag_with_the_client_configuration_pointing_nowhere() -> None:
     result = doctor("--conf", "spark.openlineage.enabled=true", OPENLINEAGE_URL="http://127.0.0.1:9")
     assert result.returncode == 1
-    assert lines(result)[2:] == [
-        "[ok]  spark-submit jobs here get lineage: spark.openlineage.enabled=true",
+    assert lines(result)[0] == "[ok]  spark-submit jobs here get lineage: spark.openlineage.enabled=true"
+    assert lines(result)[3:] == [
         "[--]  transport: http to http://127.0.0.1:9 (from the openlineage-python client's configuration)",
         "[!!]  backend: http://127.0.0.1:9/api/v1/lineage does not answer ([Errno 111] Connection refused)",
     ]
@@ -81,12 +94,12 @@ def test_spark_defaults_with_the_java_agent_and_submit_args(tmp_path: Path) -> N
         "--no-backend-check", SPARK_CONF_DIR=str(tmp_path), PYSPARK_SUBMIT_ARGS="--conf a.b=c pyspark-shell"
     )
     assert result.returncode == 0
-    assert lines(result)[1:3] == [
-        f"[--]  Spark confs read from: {tmp_path / 'spark-defaults.conf'}, PYSPARK_SUBMIT_ARGS",
+    assert lines(result)[0] == (
         f"[--]  spark-submit jobs here get no lineage: spark.extraListeners loads openlineage-spark "
         f"({JAVA_AGENT_LISTENER}), which already reports this application; spark_lineage stays off so no event "
-        "is sent twice",
-    ]
+        "is sent twice"
+    )
+    assert lines(result)[2] == f"[--]  Spark confs read from: {tmp_path / 'spark-defaults.conf'}, PYSPARK_SUBMIT_ARGS"
 
 
 @pytest.mark.parametrize(
@@ -138,17 +151,22 @@ def test_keys_that_do_not_apply_here_are_said_with_why(receiver: LineageReceiver
 
 
 class Backend:
-    """An HTTP backend on loopback answering every POST with ``status``, keeping each request's path and
-    headers."""
+    """An HTTP backend on loopback answering every POST and GET with ``status``, keeping each request's method,
+    path and headers."""
 
     def __init__(self, status: int) -> None:
         self.status = status
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.methods: list[str] = []
         backend = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.do_GET()
+
+            def do_GET(self) -> None:
+                backend.methods.append(self.command)
                 backend.requests.append((self.path, dict(self.headers.items())))
                 self.send_response(backend.status)
                 self.send_header("Content-Length", "0")
@@ -185,8 +203,8 @@ def http_confs(url: str) -> list[str]:
 @pytest.mark.parametrize(
     ("status", "code", "expected"),
     [
-        (201, 0, "[ok]  backend: {url} accepted a probe event (HTTP 201 Created): job spark_lineage_doctor in "
-         "namespace default"),
+        (201, 0, "[ok]  backend: {url} accepted a probe event (HTTP 201 Created): job "
+         "spark_lineage_doctor_test_event in namespace default"),
         (401, 1, "[!!]  backend: {url} refused the credentials (HTTP 401 Unauthorized): check "
          "spark.openlineage.transport.auth.type and spark.openlineage.transport.auth.apiKey (and the headers in "
          "spark.openlineage.transport.headers.*)"),
@@ -205,9 +223,10 @@ def test_the_backend_check_sends_what_the_transport_sends_and_classifies_the_ans
 ) -> None:
     backend = Backend(status)
     try:
-        result = doctor(*http_confs(backend.url))
+        result = doctor(*http_confs(backend.url), "--send-test-event")
     finally:
         backend.close()
+    assert backend.methods == ["POST"]
     url = f"{backend.url}/api/v2/events?tenant=*********(redacted)"  # a url parameter's value is a secret
     assert lines(result)[-1] == expected.format(url=url), result.stdout + result.stderr
     assert result.returncode == code
@@ -234,6 +253,7 @@ def test_an_unauthorized_answer_without_credentials_says_what_to_set() -> None:
         )
     finally:
         backend.close()
+    assert backend.methods == ["GET"]  # refused without an event sent
     assert lines(result)[-1] == (
         f"[!!]  backend: {backend.url}/api/v1/lineage refused the credentials (HTTP 401 Unauthorized): no "
         "credentials are configured: set spark.openlineage.transport.auth.type and "
@@ -275,13 +295,14 @@ def test_spark_defaults_is_read_as_spark_reads_it(tmp_path: Path) -> None:
         "spark.openlineage.namespce=typo\n"
     )
     result = doctor(SPARK_CONF_DIR=str(tmp_path))
-    assert lines(result)[2].startswith("[ok]  spark-submit jobs here get lineage: ")
+    assert lines(result)[0].startswith("[ok]  spark-submit jobs here get lineage: ")
     assert lines(result)[3:] == [
         "[!!]  spark.openlineage.namespce is not a key spark_lineage knows: it is ignored; did you mean "
         "spark.openlineage.namespace?",
         f"[--]  transport: file to {tmp_path / 'events.jsonl'} (from spark.openlineage.transport.*)",
-        f"[ok]  backend: {tmp_path} is a writable directory",
+        f"[ok]  backend: {tmp_path / 'events.jsonl'} can be written (a file was made in {tmp_path}, and removed)",
     ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["spark-defaults.conf"]  # nothing left behind
 
 
 @pytest.mark.parametrize(
@@ -345,17 +366,92 @@ def test_an_async_http_transport_is_checked_with_the_same_request() -> None:
     backend = Backend(200)
     try:
         args = [arg.replace("transport.type=http", "transport.type=async_http") for arg in http_confs(backend.url)]
-        result = doctor(*args)
+        result = doctor(*args, "--send-test-event")
     finally:
         backend.close()
     assert lines(result)[-1] == (
         f"[ok]  backend: {backend.url}/api/v2/events?tenant=*********(redacted) accepted a probe event (HTTP 200 OK): "
-        "job "
-        "spark_lineage_doctor in namespace default"
+        "job spark_lineage_doctor_test_event in namespace default"
     ), result.stdout + result.stderr
     [(path, headers)] = backend.requests
     assert (path, headers["Authorization"], headers["X-Team"]) == (
         "/api/v2/events?tenant=blue",
         f"Bearer {SECRET}",
         "lineage-team",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (200, 0, "[ok]  backend: {url} answers (HTTP 200 OK to a GET, which writes nothing there; --send-test-event "
+         "sends one event)"),
+        (405, 0, "[ok]  backend: {url} answers (HTTP 405 Method Not Allowed to a GET, which writes nothing there; "
+         "--send-test-event sends one event)"),
+        (401, 1, "[!!]  backend: {url} refused the credentials (HTTP 401 Unauthorized): check "
+         "spark.openlineage.transport.auth.type and spark.openlineage.transport.auth.apiKey (and the headers in "
+         "spark.openlineage.transport.headers.*)"),
+        (404, 1, "[!!]  backend: {url} answers HTTP 404 Not Found to a GET: the url or endpoint is wrong, or no "
+         "OpenLineage backend listens there; check spark.openlineage.transport.url and "
+         "spark.openlineage.transport.endpoint"),
+        (502, 1, "[!!]  backend: {url} answers HTTP 502 Bad Gateway to a GET; check spark.openlineage.transport.url "
+         "and spark.openlineage.transport.endpoint, and the backend's logs"),
+    ],
+)  # fmt: skip
+def test_the_backend_is_asked_with_a_get_that_writes_nothing(status: int, code: int, expected: str) -> None:
+    backend = Backend(status)
+    try:
+        result = doctor(*http_confs(backend.url))
+    finally:
+        backend.close()
+    url = f"{backend.url}/api/v2/events?tenant=*********(redacted)"
+    assert lines(result)[-1] == expected.format(url=url), result.stdout + result.stderr
+    assert result.returncode == code
+    assert backend.methods == ["GET"]
+    [(path, headers)] = backend.requests
+    assert (path, headers["Authorization"], headers["X-Team"]) == (
+        "/api/v2/events?tenant=blue",
+        f"Bearer {SECRET}",
+        "lineage-team",
+    )
+    assert "Content-Type" not in headers and "Content-Encoding" not in headers
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_a_refused_configuration_is_the_verdict_and_nothing_says_ok() -> None:
+    result = doctor("--conf", "spark.openlineage.transport.type=htp", "--conf", "spark.openlineage.transport.url=x")
+    assert result.returncode == 1
+    assert lines(result)[0].startswith(
+        "[!!]  spark-submit jobs here get no lineage: their configuration is refused: "
+        "spark.openlineage.transport.type='htp' is not a known transport; accepted values: "
+    )
+    assert not any(line.startswith("[ok]  spark-submit") for line in lines(result))
+    assert sum("is not a known transport" in line for line in lines(result)) == 1  # said once, by the verdict
+
+
+def test_a_file_location_is_checked_by_making_a_file_there() -> None:
+    """``/sys`` is a directory that even root may not write a file in: a permission check alone says yes."""
+    result = doctor(
+        "--conf", "spark.openlineage.transport.type=file", "--conf", "spark.openlineage.transport.location=/sys/e.jsonl"
+    )
+    assert result.returncode == 1
+    assert lines(result)[-1] == "[!!]  backend: /sys/e.jsonl cannot be written: Permission denied"
+
+
+def test_the_environment_variable_that_turned_lineage_off_is_named() -> None:
+    result = doctor("--conf", "spark.openlineage.transport.type=console", OPENLINEAGE_DISABLED="true")
+    assert result.returncode == 0
+    assert lines(result)[0] == (
+        "[--]  spark-submit jobs here get no lineage: lineage is disabled: OPENLINEAGE_DISABLED=true in the environment"
+    )
+    assert not any("to turn it on" in line for line in lines(result))
+
+
+def test_a_url_that_holds_the_endpoint_already_is_a_problem(receiver: LineageReceiver) -> None:
+    url = f"{receiver.url}/api/v1/lineage"
+    result = doctor("--conf", "spark.openlineage.enabled=true", "--no-backend-check", OPENLINEAGE_URL=url)
+    assert result.returncode == 1
+    assert lines(result)[-1] == (
+        f"[!!]  the url {url} ends with the endpoint (api/v1/lineage) already: openlineage-python joins the two, so "
+        f"events go to {receiver.url}/api/v1/api/v1/lineage; give the url without it ({receiver.url})"
     )

@@ -196,8 +196,8 @@ def test_doctor_checks_each_part_by_the_keys_it_was_set_with(tmp_path: Path) -> 
         }
     )
     assert transports.check(transport, ConfKeys(PREFIX), probe=None) == [
-        Finding(OK, f"backend: {tmp_path} is a writable directory"),
-        Finding(PROBLEM, f"backend: {tmp_path / 'a-file'} is not a writable directory"),
+        Finding(OK, f"backend: {tmp_path / 'e.jsonl'} can be written (a file was made in {tmp_path}, and removed)"),
+        Finding(PROBLEM, f"backend: {tmp_path / 'a-file' / 'e.jsonl'} cannot be written: Not a directory"),
         Finding(INFO, "backend: nothing to check for a console transport"),
     ]
     composite = transports.kind_of(transport)
@@ -277,3 +277,27 @@ def test_no_module_outside_the_transport_kinds_knows_a_kind_by_name() -> None:
                 if any(name in kinds for name in names) and "kind" in ast.unparse(node) + ast.unparse(node.left):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert found == []
+
+
+def test_a_job_says_once_where_a_url_that_holds_the_endpoint_sends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """openlineage-python joins url and endpoint: the job sends where it does, and says so once per process."""
+    from openlineage.client import OpenLineageClient
+
+    from spark_lineage.delivery import Delivery, FailoverSpool
+    from spark_lineage.worker import ErrorLog
+
+    url = "http://127.0.0.1:9/lineage-backend/api/v1/lineage"
+    with caplog.at_level("WARNING", logger="spark_lineage"):
+        for index in range(2):
+            client = OpenLineageClient(transport=make_transport({"type": "http", "url": url}))
+            delivery = Delivery(client, FailoverSpool(tmp_path / str(index)), ErrorLog(), Redactor())
+            assert delivery.destination == "http http://127.0.0.1:9/lineage-backend/api/v1/api/v1/lineage"
+            delivery.close(0)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"spark_lineage: the url {url} ends with the endpoint (api/v1/lineage) already: openlineage-python joins "
+        "the two, so events go to http://127.0.0.1:9/lineage-backend/api/v1/api/v1/lineage; give the url without "
+        "it (http://127.0.0.1:9/lineage-backend)"
+    ]
+    assert transports.warnings(make_transport({"type": "http", "url": "http://h/lineage-backend"})) == []
