@@ -105,7 +105,7 @@ def session_created(spark: SparkSession) -> None:
         _protect_logs_before_reading_confs(bridge)
         conf = target.conf(bridge)
     try:
-        _start(bridge, {}, conf)
+        _start(bridge, {}, conf, hold=True)
     except ConfigError as error:
         log.error("spark_lineage: lineage stays off for this session: %s", error)
 
@@ -173,16 +173,22 @@ def follow_new_sessions(on: bool | None) -> None:
     _follow = on
 
 
-def _start(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None = None) -> SparkLineageHandle:
-    """``conf``: the session's confs, when the caller has just read them."""
+def _start(
+    bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None = None, hold: bool = False
+) -> SparkLineageHandle:
+    """``conf``: the session's confs, when the caller has just read them. ``hold``: refused transport settings
+    do not keep lineage off; its events are spooled, for ``spark-lineage replay`` once they are fixed (a job
+    turned on by its configuration alone: nobody is there to see an error before its queries run)."""
     # Two threads creating or enabling the same session at once must not both register a listener.
     with _starting:
-        return _start_once(bridge, overrides, conf)
+        return _start_once(bridge, overrides, conf, hold)
 
 
-def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None) -> SparkLineageHandle:
+def _start_once(
+    bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None, hold: bool
+) -> SparkLineageHandle:
     from spark_lineage import session as session_module
-    from spark_lineage.delivery import create_client
+    from spark_lineage.delivery import Held, create_client
     from spark_lineage.process import PROCESS
 
     existing = PROCESS.handle_for(bridge.session_key) or _inherited_handle(bridge)
@@ -203,16 +209,46 @@ def _start_once(bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, st
     if config_module.java_agent_configured(session.conf):
         log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)
         return session_module.SparkLineageHandle(None)
-    config = config_module.resolve(session.conf, overrides)
+    transport_keys = {key: value for key, value in session.conf.items() if _is_transport_key(key)}
+    refused: ConfigError | None = None
+    try:
+        config = config_module.resolve(session.conf, overrides)
+    except ConfigError as error:
+        if not (hold and transport_keys):
+            raise
+        # Resolved again without them: a refusal of another key still keeps lineage off, and says why.
+        others = {key: value for key, value in session.conf.items() if key not in transport_keys}
+        config, refused = config_module.resolve(others, overrides), error
     _warn_about_keys(config)
     redactor = Redactor(config.redaction_pattern)
     redactor.learn_from_properties(session.conf)
     protect_logs(redactor)
-    client = create_client(config, redactor)
-    runtime = session_module.LineageRuntime(bridge, config, client, session, redactor)
+    held = None
+    if refused is None:
+        client = create_client(config, redactor)
+    else:
+        shown = redactor.properties(transport_keys)
+        flags = " ".join(f"--conf {key}={shown[key]}" for key in sorted(shown))
+        held = Held(redactor.text(str(refused)), flags)
+        client = _client_that_sends_nothing()
+    runtime = session_module.LineageRuntime(bridge, config, client, session, redactor, held)
     handle = session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
     _collect_setup_garbage()
     return handle
+
+
+def _is_transport_key(key: str) -> bool:
+    prefix = config_module.CONF_PREFIX + "transport"
+    return key == prefix or key.startswith(prefix + ".")
+
+
+def _client_that_sends_nothing() -> Any:
+    """The client of a held delivery (:class:`~spark_lineage.delivery.Held`): its events are built and
+    spooled as any others, and its transport is never asked."""
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.transport.noop import NoopConfig, NoopTransport
+
+    return OpenLineageClient(transport=NoopTransport(NoopConfig()))
 
 
 _setup_collected = False

@@ -25,7 +25,6 @@ from typing import Any
 from openlineage.client.transport.console import ConsoleTransport
 
 from spark_lineage import _autoload, config, transports
-from spark_lineage.config import keys as config_keys
 from spark_lineage.delivery import create_client
 from spark_lineage.facets import PRODUCER
 from spark_lineage.findings import INFO, OK, PROBLEM, Finding, Level
@@ -280,7 +279,6 @@ def _transport_findings(
     except (config.ConfigError, ValueError, KeyError, TypeError, ImportError) as error:
         return [], redactor.text(str(error))
     findings = [Finding(PROBLEM, warning) for warning in config.unknown_key_warnings(resolved)]
-    findings += _unknown_transport_keys(spark_conf)
     findings += [Finding(INFO, warning) for warning in config.not_applicable_warnings(resolved)]
     transport = client.transport
     transports.leave_retries_to_the_spool(transport)  # as the spool sends: one request, its answer as it is
@@ -302,26 +300,6 @@ def _transport_findings(
 
 
 CONF_TRANSPORT = config.CONF_PREFIX + "transport"
-
-
-def _unknown_transport_keys(spark_conf: Mapping[str, str]) -> list[Finding]:
-    """``spark.openlineage.transport.*`` keys the configured transport type does not read: openlineage-python
-    ignores them without a word, so a misspelt ``endpoint`` or ``timeoutInMillis`` would go unnoticed."""
-    prefix = CONF_TRANSPORT + "."
-    flat = {
-        key[len(prefix) :]: value
-        for key, value in spark_conf.items()
-        if key.startswith(prefix) and not config_keys.not_applicable(key[len(config.CONF_PREFIX) :])
-    }
-    kind = flat.get("type") or ("http" if "url" in flat else "?")
-    return [
-        Finding(
-            PROBLEM,
-            f"{prefix}{key} is not a key the {kind} transport reads: it is ignored"
-            + (f"; did you mean {prefix}{close}?" if close else ""),
-        )
-        for key, close in transports.unknown_keys(flat)
-    ]
 
 
 PROBE_JOB = "spark_lineage_doctor_test_event"

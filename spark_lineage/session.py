@@ -36,7 +36,7 @@ from spark_lineage import analysis, costs, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.connect.sessions import ConnectSessions
 from spark_lineage.costs import Stage
-from spark_lineage.delivery import Delivery, open_spool, undelivered
+from spark_lineage.delivery import Delivery, Held, open_spool, undelivered
 from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import LOGICAL_PLAN_FACET
@@ -157,7 +157,9 @@ class LineageRuntime:
         client: OpenLineageClient,
         session: SessionInfo,
         redactor: Redactor,
+        held: Held | None = None,
     ) -> None:
+        """``held``: why nothing is sent (refused transport settings): events are spooled, for a replay."""
         self.bridge = bridge
         self.config = config
         self.client = client
@@ -186,6 +188,7 @@ class LineageRuntime:
             redactor,
             producer=config.producer,
             concurrency=config.delivery_concurrency,
+            held=held,
         )
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
         # Streaming queries have a worker of their own: a query's handle must be taken while it runs, and a

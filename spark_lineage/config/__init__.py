@@ -114,8 +114,9 @@ def resolve_options(options: Mapping[str, Any], names: Mapping[str, str], caller
 
 
 def unknown_key_warnings(config: LineageConfig) -> list[str]:
-    """What to warn about the ``spark.openlineage.*`` keys no setting reads, with what may have been meant."""
-    return keys.suggestions(config.unknown_keys, _spark_name)
+    """What to warn about the ``spark.openlineage.*`` keys no setting reads, and the ``transport.*`` keys the
+    configured transport does not read, with what may have been meant."""
+    return [*keys.suggestions(config.unknown_keys, _spark_name), *config.unknown_transport_keys]
 
 
 def not_applicable_warnings(config: LineageConfig) -> list[str]:

@@ -224,9 +224,16 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
     }
     known.update(transport_keys)
     transport = None
+    unknown_transport: list[str] = []
     if transport_keys:
         nested = {k[len("transport.") :] if k != "transport" else "": v for k, v in transport_keys.items()}
-        transport = transports.from_flat(nested, name_of("transport"))
+        unknown_transport = transports.unknown_key_lines(nested, name_of("transport"))
+        try:
+            transport = transports.from_flat(nested, name_of("transport"))
+        except ConfigError as error:  # a misspelt key is often why a required one is missing: both are said
+            if not unknown_transport:
+                raise
+            raise ConfigError(f"{error} Also: {'; '.join(unknown_transport)}") from None
     return LineageConfig(
         namespace=namespace,
         app_name=app_name,
@@ -240,6 +247,7 @@ def parse(flat: Mapping[str, Any], name_of: NameOf) -> LineageConfig:
         column_lineage=None if "columnLineage" in disabled_facets else ColumnLineageConfig(**column_settings),
         unknown_keys=tuple(sorted(k for k in flat if k not in known and not not_applicable(k))),
         not_applicable_keys=tuple(sorted(k for k in flat if k not in known and not_applicable(k))),
+        unknown_transport_keys=tuple(unknown_transport),
         **values,
     )
 

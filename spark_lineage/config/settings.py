@@ -161,6 +161,9 @@ class LineageConfig:
     not_applicable_keys: tuple[str, ...] = ()
     """openlineage-spark keys that were set but cannot apply to a Python listener (warned about once, with
     why)."""
+    unknown_transport_keys: tuple[str, ...] = ()
+    """``spark.openlineage.transport.*`` keys the configured transport does not read, each as its warning line
+    (with what may have been meant): openlineage-python would ignore them without a word."""
 
     def facet_enabled(self, name: str) -> bool:
         return name not in self.disabled_facets

@@ -34,6 +34,19 @@ def from_flat(flat: Mapping[str, Any], where: str) -> dict[str, Any]:
     return transports.translate(nested, where)
 
 
+def unknown_key_lines(flat: Mapping[str, Any], where: str) -> list[str]:
+    """One line per flat transport key (``url``, ``auth.apiKey``) that the transport's kind does not read, with
+    the known key it is closest to; ``where`` is the prefix of the keys (``spark.openlineage.transport``)."""
+    from spark_lineage import transports
+
+    kind = str(flat.get("type") or ("http" if "url" in flat else "?")).strip()
+    return [
+        f"{where}.{key} is not a key the {kind} transport reads: it is ignored"
+        + (f"; did you mean {where}.{close}?" if close else "")
+        for key, close in transports.unknown_keys(flat)
+    ]
+
+
 def _split(key: str) -> list[str]:
     parts = key.split(".")
     for index, part in enumerate(parts[:-1]):

@@ -24,7 +24,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ _WARNED: set[str] = set()
 __all__ = [
     "Delivery",
     "FailoverSpool",
+    "Held",
     "Spool",
     "create_client",
     "fates_line",
@@ -85,6 +87,47 @@ _HANDING = "handing events to a sender's lane"
 """The kind of error of offering a sender's lane a query's events, or handing them over (logged once)."""
 
 
+@dataclass(frozen=True)
+class Held:
+    """Why a delivery sends nothing while lineage is still captured (the transport settings were refused), and
+    the ``--conf`` flags that were refused, as the user gave them without their secrets: its events are
+    spooled, and the lines at its start and end say how to deliver them once the settings are fixed."""
+
+    reason: str
+    confs: str
+
+
+HELD_DESTINATION = "spark.openlineage.transport.* (refused)"
+"""What a held delivery's events are spooled under: the spool keeps no settings for it, so ``spark-lineage
+replay`` asks for ``--conf spark.openlineage.transport.*``, and sends them there."""
+
+
+class _HeldSender:
+    """The sender of a held delivery: it takes nothing and sends nothing; the events stay spooled."""
+
+    sent = 0
+    problem = None
+    """Said when the delivery started (and by its destination's name): not again at its end."""
+
+    def offer(self) -> None:
+        return None
+
+    def hand(self, handoff: Handoff, leased: list[SpooledEvent], asked: float) -> None:
+        """Nothing is ever offered."""
+
+    def wake(self) -> None:
+        """Nothing is sent."""
+
+    def flush(self, timeout: float | None) -> bool:
+        return False
+
+    def close(self, timeout: float | None) -> bool:
+        return False
+
+    def after_stop(self, action: Callable[[], object]) -> None:
+        action()
+
+
 class Delivery:
     """Spools each event, without its secrets, then sends it from a background thread; whatever cannot be
     sent stays spooled."""
@@ -98,16 +141,34 @@ class Delivery:
         label: str = "spark_lineage",
         producer: str | None = None,
         concurrency: int = 1,
+        held: Held | None = None,
     ) -> None:
         """``label`` starts the log lines (the library the user turned on); ``producer`` (the
         ``python.producer`` setting) replaces the default producer in every event (see :func:`to_payload`);
-        ``concurrency`` (``python.delivery.concurrency``) is how many requests may be in flight at once."""
+        ``concurrency`` (``python.delivery.concurrency``) is how many requests may be in flight at once;
+        ``held``: why nothing is to be sent (every event is spooled, for ``spark-lineage replay``)."""
         self.client = client
         self.producer = producer
         self.spool = spool
         self.redactor = redactor
         self.label = label
         self._errors = errors
+        self.held = held
+        self.sender: Sender | _HeldSender
+        if held is not None:
+            self.enabled = True
+            self.destination = HELD_DESTINATION
+            self._needs_api_key = False
+            self.sender = _HeldSender()
+            log.warning(
+                "%s: delivery is off: %s. Lineage is still captured, and spooled in %s: nothing is lost. Once the "
+                "settings are fixed, deliver it with: %s",
+                label,
+                redactor.text(held.reason).rstrip("."),
+                spool.path if spool.path is not None else "memory (python.spool.disabled=true: lost at exit)",
+                self._replay_command(),
+            )
+            return
         transport = client.transport
         self.enabled = sends_anywhere(transport)
         self.destination, settings = describe(transport)
@@ -199,7 +260,15 @@ class Delivery:
 
     def description(self) -> str:
         """Where events go, for people (see :func:`where_events_go`)."""
+        if self.held is not None:
+            where = f"spooled in {self.spool.path}" if self.spool.path is not None else "held in memory"
+            return f"events are {where}, not sent: the transport settings were refused"
         return where_events_go(self.client.transport, self.spool)
+
+    def _replay_command(self) -> str:
+        """The command that delivers what this process spooled (with the fixed settings, when held)."""
+        confs = f" {self.held.confs}" if self.held is not None and self.held.confs else ""
+        return f"spark-lineage replay --spool {self.spool.directory}{confs}"
 
     def flush(self, timeout: float | None) -> bool:
         return self.sender.flush(timeout) if self.enabled else True
@@ -220,6 +289,7 @@ class Delivery:
             problem=self.sender.problem,
             spool=self.spool,
             api_key=self._needs_api_key,
+            replay=self._replay_command(),
         )
         if fates.total:
             log.log(level, "%s", line)
@@ -231,7 +301,14 @@ JOBS_NAMED = 5
 
 
 def fates_line(
-    fates: Fates, *, label: str, destination: str, problem: str | None, spool: FailoverSpool, api_key: bool = False
+    fates: Fates,
+    *,
+    label: str,
+    destination: str,
+    problem: str | None,
+    spool: FailoverSpool,
+    api_key: bool = False,
+    replay: str | None = None,
 ) -> tuple[int, str]:
     """The line that ends a process's lineage, and its level: how many of its events were delivered, spooled for
     a replay, and lost; the jobs of those not delivered, and why. INFO when all were delivered, else WARNING.
@@ -254,7 +331,8 @@ def fates_line(
         with_key = ", with the api key in $OPENLINEAGE_API_KEY" if api_key else ""
         line += (
             f"; the {len(fates.spooled)} spooled (jobs {named(fates.spooled)}) were not delivered to {destination}"
-            f"{why} and wait in {where}: deliver them with: spark-lineage replay --spool {where}{with_key}"
+            f"{why} and wait in {where}: deliver them with: {replay or f'spark-lineage replay --spool {where}'}"
+            f"{with_key}"
         )
     reasons: dict[str, list[str]] = {}
     if fates.unsent:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -190,3 +191,48 @@ def test_openlineage_spark_java_listener_configured_too_keeps_us_off(tmp_path: P
         "already reports this application; spark_lineage stays off so no event is sent twice"
     ], ours
     assert "spark_lineage.session" not in job_result(result)["modules"]
+
+
+@pytest.mark.once
+def test_refused_transport_settings_lose_nothing_that_replay_cannot_deliver(tmp_path: Path) -> None:
+    """A typo in the transport's type: the job still runs with lineage captured and spooled, one warning says
+    delivery is off, why, and the replay that delivers it; the replay with the settings fixed delivers the job's
+    runs as they would have been sent."""
+    spool = tmp_path / "spool"
+    confs = {"spark.openlineage.transport.type": "htp", "spark.openlineage.transport.url": "http://lineage:5000"}
+    result, orders, output = spark_submit(tmp_path, BUILDER_JOB, confs, env={"SPARK_LINEAGE_SPOOL_DIR": str(spool)})
+
+    refused = "spark.openlineage.transport.type='htp' is not a known transport; accepted values: "
+    warned = [line for line in messages(result) if "delivery is off" in line]
+    assert len(warned) == 1, messages(result)
+    assert warned[0].startswith(f"spark_lineage: delivery is off: {refused}")
+    assert warned[0].endswith(
+        f"(or a dotted Python class path of a custom transport). Lineage is still captured, and spooled in {spool}: "
+        "nothing is lost. Once the settings are fixed, deliver it with: spark-lineage replay --spool "
+        f"{spool} --conf spark.openlineage.transport.type=htp --conf spark.openlineage.transport.url="
+        "http://lineage:5000"
+    )
+    end = messages(result)[-1]
+    assert re.fullmatch(
+        r"spark_lineage: (\d+) lineage events: 0 delivered, \1 spooled for replay, 0 lost; the \1 spooled \(jobs "
+        r"[^)]*\) were not delivered to spark\.openlineage\.transport\.\* \(refused\) and wait in "
+        + re.escape(f"{spool}: deliver them with: spark-lineage replay --spool {spool} --conf ")
+        + ".*",
+        end,
+    ), end
+
+    events_file = tmp_path / "events.jsonl"
+    replayed = subprocess.run(
+        [
+            *(sys.executable, "-m", "spark_lineage.cli", "replay", "--spool", str(spool)),
+            *("--conf", "spark.openlineage.transport.type=file"),
+            *("--conf", f"spark.openlineage.transport.location={events_file}"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert_one_write_run(events, "orders_rollup", orders, output, "adaptive_spark_plan")

@@ -9,7 +9,7 @@ from openlineage.client.transport.console import ConsoleTransport
 from openlineage.client.transport.file import FileTransport
 from openlineage.client.transport.http import HttpTransport
 
-from spark_lineage.config import ConfigError, is_disabled, resolve
+from spark_lineage.config import ConfigError, is_disabled, resolve, unknown_key_warnings
 from spark_lineage.config.readers import overrides as flatten_overrides
 
 
@@ -419,3 +419,26 @@ def test_repr_of_the_settings_never_shows_the_api_key() -> None:
         }
     )
     assert "very-secret-key" not in repr(config) and "header-secret" not in repr(config)
+
+
+def test_a_misspelt_transport_key_is_named_with_what_it_was_meant_to_be() -> None:
+    """The job warns of a transport key its transport does not read, as ``doctor`` does; and when the
+    misspelling is why a required key is missing, the refusal names both."""
+    config = resolve(
+        {
+            "spark.openlineage.transport.type": "http",
+            "spark.openlineage.transport.url": "http://h:5000",
+            "spark.openlineage.transport.timeoutInMilis": "500",
+        }
+    )
+    assert unknown_key_warnings(config) == [
+        "spark.openlineage.transport.timeoutInMilis is not a key the http transport reads: it is ignored; did you "
+        "mean spark.openlineage.transport.timeoutInMillis?"
+    ]
+    with pytest.raises(ConfigError) as refused:
+        resolve({"spark.openlineage.transport.type": "http", "spark.openlineage.transport.urll": "http://h:5000"})
+    assert str(refused.value) == (
+        "spark.openlineage.transport.url is required for the http transport, e.g. http://localhost:5000. Also: "
+        "spark.openlineage.transport.urll is not a key the http transport reads: it is ignored; did you mean "
+        "spark.openlineage.transport.url?"
+    )

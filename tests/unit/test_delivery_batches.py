@@ -599,3 +599,35 @@ def test_a_handoff_that_fails_loses_nothing_and_never_reaches_the_caller(
         receiver.close()
     assert errors.counts == {"handing events to a sender's lane": 1}
     assert [event["eventType"] for event in receiver.events] == ["START", *["RUNNING"] * 4, "COMPLETE"]
+
+
+def test_a_held_delivery_spools_every_event_and_waits_for_no_send(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused transport settings (``Held``): each event is spooled under a destination the spool keeps no
+    settings for, nothing is sent, flushing and closing return at once, and the start and end lines say how to
+    deliver them."""
+    from openlineage.client.transport.noop import NoopConfig, NoopTransport
+
+    from spark_lineage.delivery import HELD_DESTINATION, Held
+
+    spool = FailoverSpool(tmp_path / "spool")
+    held = Held("spark.openlineage.transport.type='htp' is not a known transport.", "--conf a=b")
+    with caplog.at_level(logging.INFO, logger="spark_lineage"):
+        delivery = Delivery(
+            OpenLineageClient(transport=NoopTransport(NoopConfig())), spool, ErrorLog(), Redactor(), held=held
+        )
+        delivery.submit_all(_query(1))
+        assert delivery.flush(None) is False  # at once: nothing will ever be sent
+        assert spool.pending().count == 6
+        assert spool.destinations() == {HELD_DESTINATION: None}
+        assert delivery.close(None) is False
+    replay = f"spark-lineage replay --spool {tmp_path / 'spool'} --conf a=b"
+    assert [record.getMessage() for record in caplog.records] == [
+        "spark_lineage: delivery is off: spark.openlineage.transport.type='htp' is not a known transport. Lineage is "
+        f"still captured, and spooled in {spool.path}: nothing is lost. Once the settings are fixed, deliver it "
+        f"with: {replay}",
+        "spark_lineage: 6 lineage events: 0 delivered, 6 spooled for replay, 0 lost; the 6 spooled (jobs "
+        f"default/job_1) were not delivered to {HELD_DESTINATION} and wait in {tmp_path / 'spool'}: deliver them "
+        f"with: {replay}",
+    ]
