@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         "stderr and skipped; the exit status is then 1, with the rest summarized all the same. Its output cut "
         "short (as by head), it stops quietly with exit status 141.",
     )
-    show.add_argument("file", type=Path, metavar="FILE")
+    show.add_argument("file", type=Path, metavar="FILE", help="the file to read, or - for standard input")
     doctor = commands.add_parser(
         "doctor",
         help="explain whether spark-submit jobs here get lineage by themselves, and check that the backend answers",
@@ -128,20 +128,23 @@ def main(argv: list[str] | None = None) -> int:
         return doctor_module.main(confs, check_backend=not args.no_backend_check, send_test_event=args.send_test_event)
 
     if args.command == "events":
-        from spark_lineage.demo import summarize
+        from spark_lineage.demo import summarize_text
 
-        if not args.file.is_file():
+        stdin = str(args.file) == "-"
+        name = "standard input" if stdin else str(args.file)
+        if not stdin and not args.file.is_file():
             print(f"spark-lineage events: no file {args.file}", file=sys.stderr)
             return 2
         problems: list[str] = []
         try:
-            summary = summarize(args.file, problems)
-        except OSError as error:
-            print(f"spark-lineage events: cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
+            text = sys.stdin.read() if stdin else args.file.read_text(encoding="utf-8-sig", errors="replace")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or error
+            print(f"spark-lineage events: cannot read {name}: {reason}", file=sys.stderr)
             return 2
-        status = _print(summary)
+        status = _print(summarize_text(text, f"read from {name}", problems))
         for problem in problems:
-            print(f"spark-lineage events: {args.file}, {problem}", file=sys.stderr)
+            print(f"spark-lineage events: {name}, {problem}", file=sys.stderr)
         return status or (1 if problems else 0)
 
     if args.command == "demo":

@@ -122,38 +122,59 @@ def run_pipeline(workdir: Path) -> Path:
 
 
 def summarize(events_file: Path, problems: list[str] | None = None) -> str:
-    """What each job read and wrote, from the events in ``events_file``.
+    """What each job read and wrote, from the events the demo wrote to ``events_file`` (see
+    :func:`summarize_text`)."""
+    text = events_file.read_text(encoding="utf-8-sig", errors="replace")
+    return summarize_text(text, f"written to {events_file}", problems)
 
-    The file may hold JSON lines or pretty-printed JSON (see :func:`read_events`), and run, dataset and job
-    events. What is not JSON, or not an event the summary can read, is skipped; ``problems``, when given, gets a
-    line for each such record, naming its lines.
+
+def summarize_text(text: str, source: str, problems: list[str] | None = None) -> str:
+    """What each job read and wrote, from the events in ``text``; the first line says how many there were and
+    ``source`` (``read from events.jsonl``).
+
+    ``text`` may hold JSON lines or pretty-printed JSON (see :func:`read_events`), and run, dataset and job
+    events. A run shows its end (COMPLETE, FAIL, ABORT), or RUNNING, with what its latest event read and wrote,
+    while it has none. What is not JSON, or not an event the summary can read, is skipped; ``problems``, when
+    given, gets a line for each such record, naming its lines.
     """
-    records, bad = read_events(events_file.read_text(encoding="utf-8-sig", errors="replace"))
-    count, lines = 0, [f"OpenLineage events written to {events_file}", ""]
+    records, bad = read_events(text.removeprefix("\ufeff"))
+    count, applications = 0, list[str]()
+    entries: dict[object, tuple[bool, list[str]]] = {}  # in the order first seen: (ended, lines)
     for number, event in records:
         try:
-            application, job_lines = _summary(event)
+            application, run, job_lines = _summary(event)
         except (KeyError, TypeError, AttributeError) as error:
             reason = f"no {error.args[0]!r} field" if isinstance(error, KeyError) else str(error)
             bad.append((number, f"line {number}: not an OpenLineage event the summary can read ({reason}); skipped"))
             continue
         count += 1
         if application:
-            lines.insert(2, application)
-        lines.extend(job_lines)
-    lines[0] = f"{count} {lines[0]}"
+            applications.insert(0, application)
+        if run is None:
+            entries[number] = (True, job_lines)
+        elif job_lines and not entries.get(run, (False, []))[0]:  # an end, or the latest word of a run with none
+            entries[run] = (_ended(event), job_lines)
     if problems is not None:
         problems.extend(text for _, text in sorted(bad))
-    return "\n".join(lines)
+    lines = [f"{count} OpenLineage events {source}", "", *applications]
+    return "\n".join([*lines, *(line for _, job_lines in entries.values() for line in job_lines)])
 
 
-def _summary(event: Any) -> tuple[str | None, list[str]]:
-    """The line for an application run's end, if ``event`` is one, and the lines for a job's or dataset's."""
+_ENDS = ("COMPLETE", "FAIL", "ABORT")
+
+
+def _ended(event: Any) -> bool:
+    return event.get("eventType") in _ENDS
+
+
+def _summary(event: Any) -> tuple[str | None, str | None, list[str]]:
+    """The line for an application run's end, if ``event`` is one; the run of a job's run event (``None``
+    for other events); and the lines for a job's or dataset's, a run's shown as RUNNING until it ends."""
     if not isinstance(event, dict):
         raise TypeError(f"a JSON {type(event).__name__}, not an object")
     if "dataset" in event:  # a DatasetEvent: a dataset's metadata, without a run or a job
         facets = ", ".join(event["dataset"].get("facets") or {}) or "no facets"
-        return None, [f"dataset {_describe(event['dataset'])}  (dataset event: {facets})"]
+        return None, None, [f"dataset {_describe(event['dataset'])}  (dataset event: {facets})"]
     job = event["job"]
     name = f"{job['namespace']}/{job['name']}"
     datasets = [f"    reads   {_describe(dataset)}" for dataset in event.get("inputs") or []]
@@ -161,13 +182,14 @@ def _summary(event: Any) -> tuple[str | None, list[str]]:
         datasets.append(f"    writes  {_describe(output)}")
         datasets.extend(_columns(output))
     if "run" not in event:  # a JobEvent: a job's metadata and datasets, without a run
-        return None, [f"job {name} (job event)", *datasets]
+        return None, None, [f"job {name} (job event)", *datasets]
     event_type, run_id = event.get("eventType"), event["run"]["runId"]
     if (job.get("facets") or {}).get("jobType", {}).get("jobType") == "APPLICATION":
-        return (f"application {job['name']}: run {run_id} {event_type}" if event_type != "START" else None), []
-    if event_type not in ("COMPLETE", "FAIL"):
-        return None, []
-    return None, [f"job {name} ({event_type})", *datasets]
+        return (f"application {job['name']}: run {run_id} {event_type}" if event_type != "START" else None), None, []
+    if event_type not in (*_ENDS, "START", "RUNNING"):  # OTHER: no word on the run's state
+        return None, f"{name} {run_id}", []
+    run = f"{name} {run_id}"  # a run is its job's: files that merge several processes' events may reuse ids
+    return None, run, [f"job {name} ({event_type if event_type in _ENDS else 'RUNNING'})", *datasets]
 
 
 _DECODER = json.JSONDecoder()

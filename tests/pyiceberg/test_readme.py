@@ -48,7 +48,7 @@ def test_the_quickstart_writes_the_events_it_shows(tmp_path: Path) -> None:
         text=True,
     ).stdout
     orders = f"file:{warehouse}/shop/orders  (table shop.orders)"
-    assert summary.splitlines()[0] == "4 OpenLineage events written to events.jsonl"
+    assert summary.splitlines()[0] == "4 OpenLineage events read from events.jsonl"
     assert "job default/quickstart.create_table.local_shop_orders (COMPLETE)" in summary
     assert f"    writes  {orders}  [append: +3 -0 rows, 1 attempt(s), " in summary
     assert f"job default/daily_summary (COMPLETE)\n    reads   {orders}  [1 data files read, 0 skipped]" in summary

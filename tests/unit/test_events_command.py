@@ -112,7 +112,7 @@ def summarize(
 
 def expected(tmp_path: Path, name: str = "events.json", count: int = 4) -> list[str]:
     return [
-        f"{count} OpenLineage events written to {tmp_path / name}",
+        f"{count} OpenLineage events read from {tmp_path / name}",
         "",
         f"application app: run {RUN_ID} COMPLETE",
         "job demo/first (COMPLETE)",
@@ -194,7 +194,7 @@ def test_dataset_and_job_events(tmp_path: Path, capsys: pytest.CaptureFixture[st
     status, out, err = summarize(tmp_path, text, capsys)
     assert (status, err) == (0, [])
     assert out == [
-        f"3 OpenLineage events written to {tmp_path / 'events.json'}",
+        f"3 OpenLineage events read from {tmp_path / 'events.json'}",
         "",
         "dataset file:/warehouse/shop/orders  (table shop.orders)  (dataset event: schema, symlinks)",
         "job demo/nightly (job event)",
@@ -211,7 +211,8 @@ def test_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_a_closed_pipe_ends_it_quietly(tmp_path: Path) -> None:
     line = json.dumps(events()[1]) + "\n"
-    (tmp_path / "big.jsonl").write_text(line * 20000)  # a summary far larger than a pipe's buffer
+    runs = (line.replace(RUN_ID, f"01a22cc1-6d41-7498-95f8-{index:012x}") for index in range(20000))
+    (tmp_path / "big.jsonl").write_text("".join(runs))  # a summary far larger than a pipe's buffer
     result = subprocess.run(
         ["bash", "-c", 'set -o pipefail; "$0" -m spark_lineage.cli events "$1" | head -1', sys.executable, "big.jsonl"],
         cwd=tmp_path,
@@ -221,5 +222,42 @@ def test_a_closed_pipe_ends_it_quietly(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
-    assert (result.stdout, result.stderr) == ("20000 OpenLineage events written to big.jsonl\n", "")
+    assert (result.stdout, result.stderr) == ("20000 OpenLineage events read from big.jsonl\n", "")
     assert result.returncode == 141  # as for a process that SIGPIPE ends
+
+
+def test_runs_still_open_show_as_running_with_their_latest_datasets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of START events only (a job still running, or one that died): each run is shown, RUNNING."""
+    started = [run_event(RunState.START, "app", application=True), run_event(RunState.START, "first")]
+    running = run_event(RunState.RUNNING, "first")
+    running["outputs"] = [{"namespace": "file", "name": "/out/first-part"}]
+    status, out, err = summarize(tmp_path, "\n".join(json.dumps(e) for e in (*started, running)), capsys)
+    assert (status, err) == (0, [])
+    assert out == [
+        f"3 OpenLineage events read from {tmp_path / 'events.json'}",
+        "",
+        "job demo/first (RUNNING)",
+        "    reads   file:/in/first",
+        "    writes  file:/out/first-part",
+    ]
+    ended = [*started, run_event(RunState.FAIL, "first"), running]  # a late RUNNING does not reopen a run
+    status, out, _ = summarize(tmp_path, "\n".join(json.dumps(e) for e in ended), capsys)
+    assert out[2:] == ["job demo/first (FAIL)", "    reads   file:/in/first", "    writes  file:/out/first"]
+
+
+def test_a_dash_reads_standard_input() -> None:
+    text = "\n".join(json.dumps(event) for event in events())
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_lineage.cli", "events", "-"],
+        input=text,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines()[0] == "4 OpenLineage events read from standard input"
+    assert result.stdout.splitlines()[2:] == expected(Path("-"))[2:]
