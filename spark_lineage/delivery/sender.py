@@ -248,9 +248,11 @@ class Sender:
                 self._idle.remove(lane)
                 lane.wake.set()
 
-    def flush(self, timeout: float | None) -> bool:
+    def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         """Wait until nothing is left for this destination. False when ``timeout`` seconds were not enough
-        (the backend is down or slow), or the sender was halted: what is left stays in the spool."""
+        (the backend is down or slow), or the sender was halted: what is left stays in the spool. Without
+        ``past_refusals``, also False as soon as the backend failed and the next try waits for its backoff
+        (what is left is safe in the spool: nothing is gained by waiting for a backend that refuses)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self.wake()
         with self._progress:
@@ -258,16 +260,19 @@ class Sender:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if self.halted_by is not None or (remaining is not None and remaining <= 0):
                     return False
-                self._progress.wait(min(remaining, 0.5) if remaining is not None else 0.5)
+                if not past_refusals and self._backoff.failures and self._backoff.wait_seconds() > 0:
+                    return False
+                wait = 0.5 if past_refusals else 0.05
+                self._progress.wait(min(remaining, wait) if remaining is not None else wait)
         return True
 
-    def close(self, timeout: float | None) -> bool:
+    def close(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         """Flush within ``timeout``, then stop. Returns whether everything was delivered. The events this
         sender leased go back to the spool at once, except those still in the middle of their send: each stays
         leased until its request's timeout, so that no other sender (a replay, the next ``enable()``) sends a
         copy while the backend may still be taking it. Once this process has ended, a replay sends them at
-        once (at least once)."""
-        delivered = self.flush(timeout)
+        once (at least once). ``past_refusals``: see :meth:`flush`."""
+        delivered = self.flush(timeout, past_refusals=past_refusals)
         self._stop()
         deadline = time.monotonic() + JOIN_SECONDS
         for lane in self._lanes:
