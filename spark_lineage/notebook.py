@@ -15,6 +15,7 @@ Where the notebook's file name can be known (Jupyter server's ``JPY_SESSION_NAME
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import sys
@@ -32,12 +33,20 @@ USAGE = (
     "       %lineage on | off                       switch lineage for this kernel's Spark sessions"
 )
 FLUSH_SECONDS = 10.0
+CELL_FLUSH_SECONDS = 5.0
+"""How long the end of a cell waits for its queries' lineage, so that their lines print under it: Spark hands
+over a finished query a moment after the action returns, and its events are sent from a background thread. A
+backend that refuses is not waited for (the events wait in the spool)."""
 
 
 def load(ipython: Any) -> None:
-    """``%load_ext spark_lineage``: lineage on, and one line saying where events go."""
+    """``%load_ext spark_lineage``: lineage on, one line saying where events go, and each cell's lineage
+    delivered (and printed, with the console transport) before the cell ends."""
     ipython.register_magic_function(lineage_magic, magic_kind="line", magic_name="lineage")
     switch(True)
+    with contextlib.suppress(ValueError):  # loaded twice: registered once
+        ipython.events.unregister("post_run_cell", after_cell)
+    ipython.events.register("post_run_cell", after_cell)
     print(f"spark_lineage: {_where_events_go()}")
 
 
@@ -47,6 +56,19 @@ def unload(ipython: Any) -> None:
 
     switch(False)
     activation.follow_new_sessions(None)
+    with contextlib.suppress(ValueError):
+        ipython.events.unregister("post_run_cell", after_cell)
+
+
+def after_cell(result: Any = None) -> None:
+    """IPython's ``post_run_cell``: deliver what the cell's queries sent, within :data:`CELL_FLUSH_SECONDS`, so
+    that what prints of it prints under this cell, not the next. Never raises."""
+    from spark_lineage.process import PROCESS
+
+    try:
+        PROCESS.flush_all(CELL_FLUSH_SECONDS, past_refusals=False)
+    except Exception:
+        logging.getLogger("spark_lineage").debug("spark_lineage: flushing after a cell failed", exc_info=True)
 
 
 @dataclass(frozen=True)

@@ -114,11 +114,12 @@ class LineageProcess:
         without secrets, each once."""
         return list(dict.fromkeys(runtime.delivery.destination for runtime in self.live_runtimes()))
 
-    def flush_all(self, timeout: float) -> None:
-        """Deliver what every enabled session has queued, within ``timeout`` seconds overall."""
+    def flush_all(self, timeout: float, *, past_refusals: bool = True) -> None:
+        """Deliver what every enabled session has queued, within ``timeout`` seconds overall (without
+        ``past_refusals``, not waiting for a backend that refuses)."""
         deadline = time.monotonic() + timeout
         for runtime in self.live_runtimes():
-            runtime.flush(max(deadline - time.monotonic(), 0.0))
+            runtime.flush(max(deadline - time.monotonic(), 0.0), past_refusals=past_refusals)
 
     def disable_all(self) -> None:
         """Turn lineage off for every session of this process."""

@@ -273,9 +273,10 @@ class LineageRuntime:
                 # Starting a REST catalog asks its server for configuration: never on the caller's thread.
                 self.analysis_worker.submit(lambda: self.bridge.install_iceberg_reporter(self.iceberg_reporter, remote))
 
-    def flush(self, timeout: float | None) -> bool:
+    def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         """Analyze and deliver what is queued within ``timeout``. Never raises: a JVM that cannot be drained
-        (gone, stopping) is said once, and whatever was queued is still delivered."""
+        (gone, stopping) is said once, and whatever was queued is still delivered. Without ``past_refusals``, a
+        backend that refuses is not waited for (see :meth:`spark_lineage.delivery.sender.Sender.flush`)."""
         deadline = _Deadline(timeout)
         if self.active:
             try:
@@ -284,7 +285,7 @@ class LineageRuntime:
                 self.errors.report("draining Spark's listener bus", exc)
         analyzed = self.analysis_worker.flush(deadline.seconds())
         analyzed = self.stream_worker.flush(deadline.seconds()) and analyzed
-        delivered = self.delivery.flush(deadline.seconds())
+        delivered = self.delivery.flush(deadline.seconds(), past_refusals=past_refusals)
         return analyzed and delivered
 
     def shutdown(

@@ -93,6 +93,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("python.spool.maxBytes", "spool_max_bytes", _at_least(1), 256 * 1024 * 1024),
     Key("python.delivery.concurrency", "delivery_concurrency", _at_least(1), 4),
     Key("python.producer", "producer", _uri, None),
+    Key("python.console.everyEvent", "console_every_event", boolean, False),
 )
 COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("columnLineage.datasetLineageEnabled", "dataset_lineage", boolean, True),

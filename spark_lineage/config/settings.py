@@ -148,6 +148,9 @@ class LineageConfig:
     delivery_concurrency: int = 4
     """``python.delivery.concurrency``: how many requests may be in flight at once per HTTP backend (each run's
     events still go in order; see :class:`spark_lineage.delivery.sender.Sender`)."""
+    console_every_event: bool = False
+    """``python.console.everyEvent``: the console transport prints a line for every event (START, each RUNNING),
+    not only the one that ends each run."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

@@ -270,8 +270,8 @@ class Delivery:
         confs = f" {self.held.confs}" if self.held is not None and self.held.confs else ""
         return f"spark-lineage replay --spool {self.spool.directory}{confs}"
 
-    def flush(self, timeout: float | None) -> bool:
-        return self.sender.flush(timeout) if self.enabled else True
+    def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
+        return self.sender.flush(timeout, past_refusals=past_refusals) if self.enabled else True
 
     def close(self, timeout: float | None) -> bool:
         """Send what can be sent within ``timeout``, close the spool, and say in one line what became of this

@@ -91,7 +91,7 @@ def create_client(config: LineageConfig, redactor: Redactor) -> OpenLineageClien
     redactor.learn_from_transport(config.transport or {})
     client = config.create_client(SecretLearningFactory(redactor))
     # with nothing configured, openlineage-python makes its console transport without asking the factory
-    client.transport = visible(client.transport)
+    client.transport = visible(client.transport, every_event=config.console_every_event)
     learn_secrets(redactor, client.transport)
     return client
 

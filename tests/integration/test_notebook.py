@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,6 +137,46 @@ def test_magics_switch_lineage_and_show_the_runs(kernel: Kernel, receiver: Linea
             assert f"name: {tmp_path / name}" in svg
     else:  # no Graphviz: Mermaid source, which JupyterLab draws
         assert final["text/vnd.mermaid"].count(" --> ") == 6
+
+
+@pytest.fixture()
+def console_kernel(tmp_path: Path) -> Iterator[Kernel]:
+    """A kernel with no transport configured anywhere: events go to the console transport."""
+    pytest.importorskip("ipykernel")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")}
+    env.update(
+        JPY_SESSION_NAME=str(tmp_path / "Sales Report.ipynb"),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LINEAGE_SPOOL_DIR=str(tmp_path / "spool"),
+    )
+    started = Kernel(env)
+    yield started
+    started.close()
+
+
+@pytest.mark.once
+def test_each_cells_lineage_prints_under_that_cell_one_line_per_query(console_kernel: Kernel, tmp_path: Path) -> None:
+    """The cell that writes shows its write's line, and only that: its end, what it read and wrote. Its START
+    and RUNNING events print nothing, and nothing of it is left for the next cell."""
+    orders = tmp_path / "orders"
+    orders.mkdir()
+    (orders / "part-0.csv").write_text("1,paris\n2,oslo\n")
+    console_kernel.run("%load_ext spark_lineage")
+    console_kernel.run(
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').appName('pyspark-shell')"
+        ".config('spark.ui.enabled', 'false').getOrCreate()"
+    )
+    job = f"default/sales_report.{WRITE}.{tmp_path.name}_"
+    for name in ("first", "second"):
+        printed = console_kernel.run(write_cell(name, tmp_path))["stdout"].splitlines()
+        assert len(printed) == 1, printed
+        assert re.fullmatch(
+            rf"OpenLineage COMPLETE {re.escape(job + name)} run [0-9a-f-]{{36}}: "
+            rf"{re.escape(str(orders))} -> {re.escape(str(tmp_path / name))}",
+            printed[0],
+        ), printed
+    assert console_kernel.run("x = 1")["stdout"] == ""  # nothing left over for a cell without Spark
 
 
 CONNECT_SESSION = (

@@ -1,4 +1,5 @@
-"""The console transport prints one line per event, also when openlineage-python falls back to it."""
+"""The console transport prints one line per run (per event when asked), also when openlineage-python falls back
+to it."""
 
 from __future__ import annotations
 
@@ -44,6 +45,27 @@ def test_every_console_transport_prints(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert type(fallback) is PrintingConsoleTransport
     assert type(make_transport({"type": "console"})) is PrintingConsoleTransport
     assert isinstance(fallback, ConsoleTransport) and fallback.kind == "console"
+
+
+def test_a_line_per_run_unless_every_event_is_asked_for(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    """A query's START and RUNNING events print nothing by default: its end says what it read and wrote."""
+    started = RunEvent(eventType=RunState.START, eventTime=EVENT.eventTime, run=EVENT.run, job=EVENT.job, producer="p")
+    running = RunEvent(
+        eventType=RunState.RUNNING, eventTime=EVENT.eventTime, run=EVENT.run, job=EVENT.job, producer="p"
+    )
+    for name in ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "OPENLINEAGE__TRANSPORT__TYPE", "OPENLINEAGE_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    quiet = create_client(resolve({}), Redactor()).transport
+    chatty = create_client(resolve({"spark.openlineage.python.console.everyEvent": "true"}), Redactor()).transport
+    for event in (started, running, EVENT):
+        quiet.emit(event)
+    assert capsys.readouterr().out == summary_line(EVENT) + "\n"
+    for event in (started, running, EVENT):
+        chatty.emit(event)
+    assert capsys.readouterr().out.splitlines() == [summary_line(e) for e in (started, running, EVENT)]
 
 
 def test_a_closed_stdout_does_not_fail_the_send(monkeypatch: pytest.MonkeyPatch) -> None:
