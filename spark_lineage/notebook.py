@@ -2,8 +2,9 @@
 
 - ``%load_ext spark_lineage``: lineage on for the active SparkSession, and for every session created later;
 - ``%lineage off`` / ``%lineage on``: switch it for this kernel's sessions;
-- ``%lineage [--last N] [--dataset NAME]``: the runs so far, inputs -> run -> outputs, as a graph in a
-  notebook (:mod:`spark_lineage.notebook_graph` draws it) and as text in a terminal.
+- ``%lineage [--last N] [--dataset NAME] [--runs]``: the data flow so far, as a graph in a notebook
+  (:mod:`spark_lineage.notebook_graph` draws it) and as text in a terminal: datasets, and an edge for each job
+  from what it read to what it wrote (``--runs``: every run, reading or writing, as a node of its own).
 
 ``spark`` may be a Spark Connect session of a server PySpark runs in the kernel (``remote("local[N]")``): the
 switch then applies to that server's session (:mod:`spark_lineage.connect.local`), which reports the client's
@@ -28,8 +29,9 @@ from spark_lineage.errors import DatasetNotFoundError, NotebookUsageError
 from spark_lineage.session import RunSummary
 
 USAGE = (
-    "usage: %lineage [--last N] [--dataset NAME]   show this kernel's runs (the last N; those that read or\n"
-    "                                               wrote dataset NAME)\n"
+    "usage: %lineage [--last N] [--dataset NAME] [--runs]\n"
+    "                                               show this kernel's data flow: the jobs that wrote (the last\n"
+    "                                               N; those that read or wrote dataset NAME); --runs: every run\n"
     "       %lineage on | off                       switch lineage for this kernel's Spark sessions"
 )
 FLUSH_SECONDS = 10.0
@@ -78,6 +80,8 @@ class Options:
     switch: bool | None = None
     last: int | None = None
     dataset: str | None = None
+    runs: bool = False
+    """Every run as Spark made it, not the data flow."""
 
 
 def parse_options(line: str) -> Options:
@@ -90,8 +94,12 @@ def parse_options(line: str) -> Options:
         return Options(switch=words[0].lower() == "on")
     last: int | None = None
     dataset: str | None = None
+    every_run = False
     while words:
         word = words.pop(0)
+        if word == "--runs":
+            every_run = True
+            continue
         option, equals, value = word.partition("=")
         if option not in ("--last", "--dataset"):
             raise NotebookUsageError(f"unknown argument {word!r}")
@@ -105,7 +113,7 @@ def parse_options(line: str) -> Options:
             raise NotebookUsageError(f"--last takes a number of runs (1 or more), not {value!r}")
         else:
             last = int(value)
-    return Options(last=last, dataset=dataset)
+    return Options(last=last, dataset=dataset, runs=every_run)
 
 
 def lineage_magic(line: str) -> LineageGraph | None:
@@ -124,12 +132,16 @@ def lineage_magic(line: str) -> LineageGraph | None:
     from spark_lineage.process import PROCESS
 
     PROCESS.flush_all(FLUSH_SECONDS)
+    runs = PROCESS.recent_runs()
+    flow = not options.runs
     try:
-        runs, note = notebook_graph.select_runs(PROCESS.recent_runs(), options.last, options.dataset)
+        chosen, note = notebook_graph.select_runs(
+            notebook_graph.flow(runs) if flow else runs, options.last, options.dataset
+        )
     except DatasetNotFoundError as error:
         print(f"%lineage: {error}", file=sys.stderr)
         return None
-    return LineageGraph(runs, note)
+    return LineageGraph(chosen, note, flow=flow)
 
 
 def _where_events_go() -> str:
@@ -144,7 +156,7 @@ def _where_events_go() -> str:
     except Exception as error:  # noqa: BLE001 - the session will log the same configuration error itself
         return f"{state}; its configuration does not make a transport: {Redactor().text(str(error))}"
     described = ", ".join(
-        "the console (one line per event, printed below the cell that ran it)"
+        "the console (one line per query run, printed below the cell that ran it)"
         if destination == "console"
         else destination
         for destination in where
@@ -202,14 +214,15 @@ def _active_spark_session() -> Any:
 
 
 class LineageGraph:
-    """Runs as a graph: datasets and runs as nodes, reads and writes as edges. Drawn by Graphviz as SVG where
-    it is installed, else given as Mermaid (which JupyterLab 4.1 and later draw), and as one line per run in a
-    terminal."""
+    """Runs as a graph: datasets as nodes, and each job an edge from what it read to what it wrote (``flow``),
+    or each run a node of its own. Drawn by Graphviz as SVG where it is installed, else given as Mermaid (which
+    JupyterLab 4.1 and later draw), and as one line per run in a terminal."""
 
-    def __init__(self, runs: Sequence[RunSummary], note: str = "") -> None:
+    def __init__(self, runs: Sequence[RunSummary], note: str = "", flow: bool = False) -> None:
         self.runs = list(runs)
         self.note = note
         """What was left out (older runs), or empty."""
+        self.flow = flow
 
     def __repr__(self) -> str:
         if not self.runs:
@@ -228,7 +241,7 @@ class LineageGraph:
 
     def graph(self) -> notebook_graph.Graph:
         """The nodes and edges drawn."""
-        return notebook_graph.build(self.runs, self.note)
+        return notebook_graph.build(self.runs, self.note, flow=self.flow)
 
     def _repr_svg_(self) -> str | None:
         if not self.runs or not notebook_graph.dot_available():

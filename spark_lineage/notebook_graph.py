@@ -1,7 +1,9 @@
 """The ``%lineage`` graph: which runs to show, and how to draw them at a notebook's width.
 
-Runs become a graph with one node per dataset and one node per run (two runs of one job stay two nodes),
-reads and writes as edges, laid out left to right. It is drawn by Graphviz's ``dot`` (through the
+By default the graph is the data flow: one node per dataset, and each job an edge from what it read to what it
+wrote (:func:`flow` leaves out the runs that wrote nothing, and merges the runs Spark makes for one action).
+With ``--runs``, every run is a node of its own (two runs of one job stay two nodes), reads and writes as
+edges. Either is laid out left to right. It is drawn by Graphviz's ``dot`` (through the
 ``graphviz`` package, the ``notebook`` extra) where that is installed, and as Mermaid source (which
 JupyterLab 4.1 and later draw) where it is not. Long names are wrapped, and shortened in the middle, since
 their start (namespace, application) and their end (table, file) are what tell them apart; the full identity
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spark_lineage.errors import DatasetNotFoundError
 from spark_lineage.session import RunSummary
@@ -54,8 +56,36 @@ class Graph:
 
     nodes: list[Node] = field(default_factory=list)
     edges: list[tuple[str, str]] = field(default_factory=list)
+    labels: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """The lines of an edge's label: the job of a data flow's edge."""
     note: str = ""
     """Says what was left out (older runs), or is empty."""
+
+
+ADAPTIVE = ".adaptive_spark_plan."
+"""In a job's name, Spark's adaptive plan around a command's own write (4.3): the command names the action."""
+
+
+def flow(runs: Sequence[RunSummary]) -> list[RunSummary]:
+    """The runs of a data flow: those that wrote something (not read-only runs, nor runs without datasets),
+    with the runs Spark makes for one action (a CTAS command and the adaptive plan of its write, each writing
+    the same datasets one after the other) merged into one, named after the command, reading what either read."""
+    merged: list[RunSummary] = []
+    for run in runs:
+        if not run.outputs:
+            continue
+        previous = merged[-1] if merged else None
+        if previous is None or set(previous.outputs) != set(run.outputs):
+            merged.append(run)
+            continue
+        named = previous if ADAPTIVE in run.job_name and ADAPTIVE not in previous.job_name else run
+        merged[-1] = replace(
+            named,
+            state=previous.state if previous.state not in ("COMPLETE", "") else run.state,
+            inputs=tuple(dict.fromkeys((*previous.inputs, *run.inputs))),
+            datasets=tuple(dict.fromkeys((*previous.datasets, *run.datasets))),
+        )
+    return merged
 
 
 def select_runs(
@@ -89,14 +119,25 @@ def _matching_labels(runs: Sequence[RunSummary], wanted: str) -> set[str]:
     return whole or {label for label in labels if wanted in label}
 
 
-def build(runs: Sequence[RunSummary], note: str = "") -> Graph:
-    """The graph of ``runs``: a dataset read or written by several runs is one node, each run its own."""
+def build(runs: Sequence[RunSummary], note: str = "", flow: bool = False) -> Graph:
+    """The graph of ``runs``: a dataset read or written by several runs is one node; each run is a node of its
+    own, or with ``flow`` an edge from each dataset it read to each it wrote, labelled with its job (a run that
+    read nothing stays a node, the start of its edges)."""
     graph = Graph(note=note)
     dataset_keys: dict[str, str] = {}
     repeated = _repeated_job_names(runs)
     for index, run in enumerate(runs):
         identities = {label: (namespace, name) for label, namespace, name in run.datasets}
         sources = [_dataset_node(graph, dataset_keys, label, identities) for label in run.inputs]
+        if flow and sources:
+            label = wrap_middle(run.job_name, 2, width=2 * LINE_CHARS)
+            if run.state not in ("COMPLETE", ""):
+                label += (run.state,)
+            for target in (_dataset_node(graph, dataset_keys, output, identities) for output in run.outputs):
+                for source in sources:
+                    graph.edges.append((source, target))
+                    graph.labels.setdefault((source, target), label)
+            continue
         job = f"r{index}"
         failed = run.state not in ("COMPLETE", "")
         lines = wrap_middle(run.job_name, JOB_LINES)
@@ -196,7 +237,12 @@ def dot_source(graph: Graph, rankdir: str = "LR") -> str:
             "color": "#888888",
             "style": "filled",
         },
-        edge_attr={"color": "#555555", "arrowsize": "0.6"},
+        edge_attr={
+            "color": "#555555",
+            "arrowsize": "0.6",
+            "fontname": "Helvetica,Arial,sans-serif",
+            "fontsize": str(FONT_PT),
+        },
     )
     for node in graph.nodes:
         fill = _FAILED_FILL if node.failed else (_JOB_FILL if node.kind == "job" else _DATASET_FILL)
@@ -211,7 +257,11 @@ def dot_source(graph: Graph, rankdir: str = "LR") -> str:
             **{"class": node.kind + (" failed" if node.failed else "")},
         )
     for source, target in graph.edges:
-        drawing.edge(source, target)
+        label = graph.labels.get((source, target))
+        if label is None:
+            drawing.edge(source, target)
+        else:
+            drawing.edge(source, target, label=_dot_text(*label), fontcolor="#333333")
     text: str = drawing.source
     return text
 
@@ -266,7 +316,10 @@ def mermaid(graph: Graph) -> str:
     for node in graph.nodes:
         label = "<br/>".join(_mermaid_text(line) for line in node.lines)
         lines.append(f'  {node.key}[("{label}")]' if node.kind == "dataset" else f'  {node.key}("{label}")')
-    lines += [f"  {source} --> {target}" for source, target in graph.edges]
+    for source, target in graph.edges:
+        job = graph.labels.get((source, target))
+        text = "<br/>".join(_mermaid_text(line) for line in job) if job else ""
+        lines.append(f'  {source} -->|"{text}"| {target}' if job else f"  {source} --> {target}")
     lines += [
         f"  classDef dataset fill:{_DATASET_FILL},stroke:#888",
         f"  classDef job fill:{_JOB_FILL},stroke:#888",

@@ -111,7 +111,8 @@ def test_magics_switch_lineage_and_show_the_runs(kernel: Kernel, receiver: Linea
     reloaded = kernel.run("%load_ext spark_lineage")  # a session is active now: lineage goes on for it
     assert reloaded["stdout"] == f"spark_lineage: lineage on; {destination}\n"
     kernel.run(write_cell("third", tmp_path))
-    final = kernel.run("%lineage")["data"]
+    final = kernel.run("%lineage --runs")["data"]
+    flow = kernel.run("%lineage")["data"]  # the data flow: datasets, and each job an edge
 
     job = f"sales_report.{WRITE}.{tmp_path.name}_"
     finished = [e for e in query_events(receiver.events) if e["eventType"] == "COMPLETE"]
@@ -135,8 +136,14 @@ def test_magics_switch_lineage_and_show_the_runs(kernel: Kernel, receiver: Linea
         for name in ("first", "second", "third"):
             assert f"name: {job}{name}" in svg
             assert f"name: {tmp_path / name}" in svg
+        flow_svg = html.unescape(flow["image/svg+xml"])
+        assert flow_svg.count('class="node job"') == 0
+        assert flow_svg.count('class="node dataset"') == 4
+        assert flow_svg.count('class="edge"') == 3
     else:  # no Graphviz: Mermaid source, which JupyterLab draws
         assert final["text/vnd.mermaid"].count(" --> ") == 6
+        assert flow["text/vnd.mermaid"].count(" -->|") == 3
+    assert flow["text/plain"] == final["text/plain"]  # three writes: three steps
 
 
 @pytest.fixture()

@@ -52,7 +52,8 @@ window.addEventListener("load", () => {
     const sizes = [...svg.querySelectorAll("text")].map((text) => parseFloat(text.getAttribute("font-size")));
     return {left: box.left, right: box.right, width: box.width, height: box.height,
             minFont: Math.min(...sizes) * scale, tag: element.tagName,
-            jobs: svg.querySelectorAll("g.node.job").length, datasets: svg.querySelectorAll("g.node.dataset").length};
+            jobs: svg.querySelectorAll("g.node.job").length, datasets: svg.querySelectorAll("g.node.dataset").length,
+            edges: svg.querySelectorAll("g.edge").length};
   });
   document.getElementById("lineage-measure").textContent = JSON.stringify({
     drawings: drawings,
@@ -148,7 +149,10 @@ def test_lineage_graph_fits_a_notebook_and_reads(tmp_path: Path, monkeypatch: py
 
     printed = outputs_text(notebook)
     assert "spark_lineage: lineage on from the next SparkSession; events go to the console" in printed
-    assert "OpenLineage COMPLETE" in printed, "the console fallback prints each event"
+    # Each step's line prints under the cell that ran it, and only there: one line per query.
+    for index, written in ((2, data / "warehouse" / "clean_orders"), (3, data / "warehouse" / "revenue_by_city")):
+        cell = "".join(output.get("text", "") for output in notebook.cells[index].outputs)
+        assert re.fullmatch(rf"OpenLineage COMPLETE \S+ run \S+: .* -> {re.escape(str(written))}\n", cell), cell
     shown = next(output["data"] for output in notebook.cells[-1].outputs if output["output_type"] == "execute_result")
     assert "image/svg+xml" in shown
 
@@ -169,7 +173,8 @@ def test_lineage_graph_fits_a_notebook_and_reads(tmp_path: Path, monkeypatch: py
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(measured["drawings"]) == 1, measured
     drawing = measured["drawings"][0]
-    assert drawing["jobs"] == 2 and drawing["datasets"] == 4, drawing
+    # the data flow: four datasets, and each job its edges (the join reads two inputs)
+    assert (drawing["jobs"], drawing["datasets"], drawing["edges"]) == (0, 4, 3), drawing
     assert drawing["left"] >= 0 and drawing["right"] <= WINDOW_PX, f"the graph is wider than the window: {drawing}"
     assert measured["pageWidth"] <= WINDOW_PX, f"the page scrolls sideways: {measured}"
     assert drawing["minFont"] >= MIN_TEXT_PX, f"text drawn at {drawing['minFont']:.1f} px (see {screenshot})"

@@ -196,7 +196,7 @@ def test_a_dataset_no_run_touched_is_said_so(
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        (None, "lineage on from the next SparkSession; events go to the console (one line per event, printed"),
+        (None, "lineage on from the next SparkSession; events go to the console (one line per query run, printed"),
         ("http://ann:hunter2@marquez:5000", "events go to http http://marquez:5000/api/v1/lineage"),
     ],
 )
@@ -232,3 +232,55 @@ def test_notebook_name_from_jupyter_server(
     else:
         monkeypatch.setenv("JPY_SESSION_NAME", session_name)
     assert notebook_name() == expected
+
+
+PIPELINE = [  # what Spark 4.3 reports for read.csv(inferSchema=True) -> filter -> join -> saveAsTable
+    RunSummary("nb.collect_limit", "COMPLETE", ("/raw/orders.csv",), (), "r1"),  # schema inference
+    RunSummary("nb.deserialize_to_object", "COMPLETE", ("/raw/orders.csv",), (), "r2"),
+    RunSummary(
+        "nb.execute_insert_into_hadoop_fs_relation_command.clean", "COMPLETE", ("/raw/orders.csv",), ("/clean",), "r3"
+    ),
+    RunSummary("nb.adaptive_spark_plan.warehouse_revenue", "COMPLETE", ("/clean",), ("/warehouse/revenue",), "r4"),
+    RunSummary(
+        "nb.execute_create_data_source_table_as_select_command.default_revenue",
+        "COMPLETE",
+        ("/clean", "/raw/cities.csv"),
+        ("/warehouse/revenue",),
+        "r5",
+    ),
+    RunSummary("nb.execute_save_as_v1_table_command", "COMPLETE", (), (), "r6"),
+]
+
+
+def test_the_data_flow_is_the_users_steps_not_sparks_runs() -> None:
+    """Read-only runs and runs without datasets are left out; the CTAS and the adaptive plan of its write are
+    one job, named after the command, reading what either read."""
+    steps = notebook_graph.flow(PIPELINE)
+    assert [(run.job_name, run.inputs, run.outputs) for run in steps] == [
+        ("nb.execute_insert_into_hadoop_fs_relation_command.clean", ("/raw/orders.csv",), ("/clean",)),
+        (
+            "nb.execute_create_data_source_table_as_select_command.default_revenue",
+            ("/clean", "/raw/cities.csv"),
+            ("/warehouse/revenue",),
+        ),
+    ]
+    graph = build(steps, flow=True)
+    assert [node.kind for node in graph.nodes] == ["dataset"] * 4  # no run boxes: each job is its edges
+    labels = {node.key: node.lines[0] for node in graph.nodes}
+    assert [(labels[source], labels[target], graph.labels[(source, target)]) for source, target in graph.edges] == [
+        ("/raw/orders.csv", "/clean", ("nb.execute_insert_into_hadoop_fs_relation_", "command.clean")),
+        ("/clean", "/warehouse/revenue", ("nb.execute_create_data_source_table_as_select_", "command.default_revenue")),
+        (
+            "/raw/cities.csv",
+            "/warehouse/revenue",
+            ("nb.execute_create_data_source_table_as_select_", "command.default_revenue"),
+        ),
+    ]
+    assert '-->|"nb.execute_insert_into_hadoop_fs_relation_<br/>command.clean"|' in mermaid(graph)
+    everything = build(PIPELINE)  # --runs: every run, its own node
+    assert sum(node.kind == "job" for node in everything.nodes) == 6
+
+
+def test_runs_option_parses() -> None:
+    assert parse_options("--runs --last 3") == Options(last=3, runs=True)
+    assert parse_options("") == Options()
