@@ -18,13 +18,13 @@ have lineage on. So these are the process's, not a session's:
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunState
 
 from spark_lineage import endings, naming
+from spark_lineage.deadline import Deadline
 
 if TYPE_CHECKING:
     from spark_lineage.session import LineageRuntime, RunSummary, SparkLineageHandle
@@ -117,9 +117,9 @@ class LineageProcess:
     def flush_all(self, timeout: float, *, past_refusals: bool = True) -> None:
         """Deliver what every enabled session has queued, within ``timeout`` seconds overall (without
         ``past_refusals``, not waiting for a backend that refuses)."""
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         for runtime in self.live_runtimes():
-            runtime.flush(max(deadline - time.monotonic(), 0.0), past_refusals=past_refusals)
+            runtime.flush(deadline.seconds(), past_refusals=past_refusals)
 
     def disable_all(self) -> None:
         """Turn lineage off for every session of this process."""

@@ -36,6 +36,7 @@ from spark_lineage import analysis, costs, handlers, naming
 from spark_lineage.config import LineageConfig
 from spark_lineage.connect.sessions import ConnectSessions
 from spark_lineage.costs import Stage
+from spark_lineage.deadline import Deadline
 from spark_lineage.delivery import Delivery, Held, open_spool, undelivered
 from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
@@ -277,7 +278,7 @@ class LineageRuntime:
         """Analyze and deliver what is queued within ``timeout``. Never raises: a JVM that cannot be drained
         (gone, stopping) is said once, and whatever was queued is still delivered. Without ``past_refusals``, a
         backend that refuses is not waited for (see :meth:`spark_lineage.delivery.sender.Sender.flush`)."""
-        deadline = _Deadline(timeout)
+        deadline = Deadline(timeout)
         if self.active:
             try:
                 self.bridge.drain_listener_bus(deadline.millis())
@@ -322,7 +323,7 @@ class LineageRuntime:
     def _shut_down(
         self, state: RunState, timeout: float | None, error: str | None, stack: str | None, ending_first: bool
     ) -> bool:
-        deadline = _Deadline(self.config.shutdown_timeout if timeout is None else timeout)
+        deadline = Deadline(self.config.shutdown_timeout if timeout is None else timeout)
         ending = self.events.application_event(state, int(time.time() * 1000), error=error, stack=stack)
         if ending_first:
             self.delivery.submit(ending)
@@ -612,18 +613,6 @@ def iceberg_catalog_names(conf: Mapping[str, str]) -> list[str]:
         if key.startswith("spark.sql.catalog.") and key.count(".") == 3 and value in naming.ICEBERG_SPARK_CATALOGS:
             names.append(key.rsplit(".", 1)[-1])
     return sorted(names)
-
-
-class _Deadline:
-    def __init__(self, timeout: float | None) -> None:
-        self._end = None if timeout is None else time.monotonic() + timeout
-
-    def seconds(self) -> float | None:
-        return None if self._end is None else max(self._end - time.monotonic(), 0.0)
-
-    def millis(self) -> int:
-        remaining = self.seconds()
-        return 3_600_000 if remaining is None else int(remaining * 1000)
 
 
 @dataclass(frozen=True)
