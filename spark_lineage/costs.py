@@ -17,6 +17,7 @@ import enum
 import threading
 import time
 import weakref
+from collections import deque
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -100,6 +101,11 @@ _threads: weakref.WeakSet[_Thread] = weakref.WeakSet()
 """The clock of every thread that entered a stage and has not ended."""
 _ended = [[0, 0, 0] for _ in _STAGES]
 """What each stage cost on the threads that ended (so that a process that makes threads keeps no more)."""
+_ending: deque[list[list[int]]] = deque()
+"""The totals of threads that ended, not yet added to :data:`_ended`. A thread's clock is collected by the
+cyclic garbage collector, which may run its finalizer on any thread at any allocation, also on one that holds
+:data:`_lock` (a finalizer that took it would wait for itself forever): the finalizer only appends here, which
+takes no lock, and what is here is added under the lock when totals are read."""
 _lock = threading.Lock()
 _local = threading.local()
 _clock = time.thread_time_ns
@@ -117,8 +123,13 @@ def _this_thread() -> _Thread:
 
 
 def _thread_ended(totals: list[list[int]]) -> None:
-    with _lock:
-        for ended, counted in zip(_ended, totals):
+    _ending.append(totals)  # no lock: see _ending
+
+
+def _fold_ended() -> None:
+    """Add the totals of the threads that ended since the last call to :data:`_ended` (``_lock`` held)."""
+    while _ending:
+        for ended, counted in zip(_ended, _ending.popleft()):
             for column, value in enumerate(counted):
                 ended[column] += value
 
@@ -145,6 +156,7 @@ def snapshot() -> dict[Stage, StageCost]:
     """Each stage's totals so far (a stage being charged on another thread at that moment may count its last
     charge or not)."""
     with _lock:
+        _fold_ended()
         rows = [thread.totals for thread in _threads]
         rows.append([list(totals) for totals in _ended])
     return {
@@ -156,6 +168,7 @@ def snapshot() -> dict[Stage, StageCost]:
 def reset() -> None:
     """Start counting from zero (a benchmark, after its warm-up)."""
     with _lock:
+        _fold_ended()
         for totals in [*(row for thread in _threads for row in thread.totals), *_ended]:
             totals[:] = [0, 0, 0]
 

@@ -84,3 +84,26 @@ def test_threads_that_ended_keep_their_totals_and_no_memory() -> None:
 
     assert (spent[Stage.RDD_JOBS].calls, spent[Stage.RDD_JOBS].round_trips) == (50, 50)
     assert len(costs._threads) <= clocks
+
+
+def test_a_clock_collected_while_its_lock_is_held_does_not_wait_for_itself() -> None:
+    """An ended thread's clock is freed by the cyclic garbage collector, which runs its finalizer on whatever
+    thread allocates at that moment, also one inside ``snapshot()`` holding the module's lock: the finalizer
+    must not take that lock (it waited for itself forever, and a unit run for pytest-timeout's 300 s)."""
+    gc.collect()
+    before = costs.snapshot()
+
+    def task() -> None:
+        with costs.stage(Stage.SEND):
+            pass
+
+    gc.disable()  # the ended thread's clock stays garbage until collected below, under the lock
+    try:
+        thread = threading.Thread(target=task)
+        thread.start()
+        thread.join()
+        with costs._lock:
+            gc.collect()
+    finally:
+        gc.enable()
+    assert costs.since(before)[Stage.SEND].calls == 1
