@@ -78,12 +78,15 @@ class ParentsTerminal(logging.Handler):
         self.parent = parent
         self.file: Path | None = None
         """Where lines go once the parent is gone; ``None``: nowhere (a spool in memory)."""
+        self.parent_gone = False
+        """Set when the parent's input ended without a ``Close``: it is gone, though until the system has
+        adopted this process its parent pid may still name it (a dying process closes its pipes first)."""
         self.setFormatter(logging.Formatter("%(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
-            if os.getppid() == self.parent:  # a helper whose parent died is adopted: its parent pid changes
+            if not self.parent_gone and os.getppid() == self.parent:  # an adopted helper's parent pid changes
                 sys.stderr.write(line + "\n")
                 sys.stderr.flush()
             elif self.file is not None:
@@ -138,9 +141,11 @@ def main() -> None:
     assembler = RunAssembler(settings, delivery.submit)
     answerer = FlushAnswerer(delivery, answers, errors)
     timeout: float | None = settings.config.shutdown_timeout
+    closed = False
     for item in items:
         if isinstance(item, Close):
             timeout = item.timeout
+            closed = True
             break
         if isinstance(item, Flush):
             answerer.request(item)
@@ -149,6 +154,7 @@ def main() -> None:
             assembler.handle(item)
         except Exception as error:  # noqa: BLE001 - one bad item must not stop the others
             errors.report("building an event", error)
+    terminal.parent_gone = not closed  # its input ended without a Close: the parent died
     try:
         delivered = delivery.close(timeout)
     except Exception as error:  # noqa: BLE001 - what was spooled stays spooled

@@ -279,10 +279,7 @@ class Delivery:
         if not self.enabled:
             self.spool.close()
             return True
-        # What waits on disk is safe: a backend that refuses is not waited for (a replay, or the next process's
-        # sender, delivers it). What only memory holds is waited for, within the timeout.
-        on_disk_only = self.spool.pending_in_memory(self.destination) == 0
-        delivered = self.sender.close(timeout, past_refusals=not on_disk_only)
+        delivered = self.sender.close(timeout)
         fates = self.spool.fates()
         self.sender.after_stop(self.spool.close)
         level, line = fates_line(

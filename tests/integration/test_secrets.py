@@ -243,11 +243,11 @@ def test_url_parameters_and_headers_stay_out_of_debug_logs_the_spool_replay_and_
     assert URL_CODE.encode() not in spooled_bytes() and URL_HEADER.encode() not in spooled_bytes()
 
     # doctor probes the same backend with the same secrets, and prints neither.
-    diagnosed = _cli("doctor", *(f"--conf={key}={value}" for key, value in confs.items()))
+    diagnosed = _cli("doctor", *(f"--conf={key}={value}" for key, value in confs.items()), "--send-test-event")
     assert diagnosed.returncode == 0, diagnosed.stdout + diagnosed.stderr
     assert diagnosed.stdout.splitlines()[-1] == (
-        f"[ok]  backend: {destination} accepted a probe event (HTTP 200 OK): job spark_lineage_doctor in "
-        "namespace default"
+        f"[ok]  backend: {destination} accepted a probe event (HTTP 200 OK): job spark_lineage_doctor_test_event "
+        "in namespace default"
     )
     assert receiver.paths[-1] == f"/api/v1/lineage?code={URL_CODE}"
     for output in (refused, replayed, diagnosed):

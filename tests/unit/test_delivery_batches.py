@@ -631,14 +631,3 @@ def test_a_held_delivery_spools_every_event_and_waits_for_no_send(
         f"default/job_1) were not delivered to {HELD_DESTINATION} and wait in {tmp_path / 'spool'}: deliver them "
         f"with: {replay}",
     ]
-
-
-def test_closing_waits_for_no_refusing_backend_when_every_event_is_on_disk(tmp_path: Path) -> None:
-    """No timeout at all: a close that waited for the refusing backend (or its backoff) would never return."""
-    spool = FailoverSpool(tmp_path / "spool")
-    delivery = Delivery(
-        OpenLineageClient(transport=_http(f"http://127.0.0.1:{free_port()}")), spool, ErrorLog(), Redactor()
-    )
-    delivery.submit_all(_query(1))
-    assert delivery.close(None) is False
-    assert Spool(tmp_path / "spool").pending().count == 6  # all there for a replay
