@@ -121,7 +121,7 @@ class _HeldSender:
     def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         return False
 
-    def close(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
+    def close(self, timeout: float | None) -> bool:
         return False
 
     def after_stop(self, action: Callable[[], object]) -> None:

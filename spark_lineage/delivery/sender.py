@@ -266,13 +266,13 @@ class Sender:
                 self._progress.wait(min(remaining, wait) if remaining is not None else wait)
         return True
 
-    def close(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
+    def close(self, timeout: float | None) -> bool:
         """Flush within ``timeout``, then stop. Returns whether everything was delivered. The events this
         sender leased go back to the spool at once, except those still in the middle of their send: each stays
         leased until its request's timeout, so that no other sender (a replay, the next ``enable()``) sends a
         copy while the backend may still be taking it. Once this process has ended, a replay sends them at
-        once (at least once). ``past_refusals``: see :meth:`flush`."""
-        delivered = self.flush(timeout, past_refusals=past_refusals)
+        once (at least once)."""
+        delivered = self.flush(timeout)
         self._stop()
         deadline = time.monotonic() + JOIN_SECONDS
         for lane in self._lanes:
