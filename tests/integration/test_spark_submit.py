@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.jars import openlineage_spark
-from tests.support import LineageReceiver, app_events, datasets, only_run
+from tests.support import LineageReceiver, app_events, datasets, only_run, validate_event
 
 pytestmark = pytest.mark.spark
 
@@ -235,4 +235,6 @@ def test_refused_transport_settings_lose_nothing_that_replay_cannot_deliver(tmp_
     )
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    for event in events:
+        validate_event(event)  # as spooled by the held delivery, against the OpenLineage schemas
     assert_one_write_run(events, "orders_rollup", orders, output, "adaptive_spark_plan")
