@@ -143,3 +143,6 @@ class AnalysisContext:
     """Iceberg commit reports by table name, waiting for the query that made them."""
     iceberg_scans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Iceberg scan reports by table name, waiting for the query that planned them."""
+    stream_sources: list[DatasetLineage] | None = None
+    """For a query a ``foreachBatch`` function ran: what its streaming query reads, which its batch DataFrame
+    (a ``LogicalRDD`` of the micro-batch's plan) stands for."""

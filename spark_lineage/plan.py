@@ -361,6 +361,11 @@ class CapturedQuery:
     def succeeded(self) -> bool:
         return self.error is None
 
+    @property
+    def streaming_query(self) -> str | None:
+        """The streaming query whose ``foreachBatch`` function ran this query (its jobs say so), if any."""
+        return next((job.details.streaming_query for job in self.jobs if job.details.streaming_query), None)
+
     def to_dict(self) -> dict[str, Any]:
         # The query id, jobs and plan JSON only when known: recorded plans without them stay as they were.
         known: dict[str, Any] = {"queryId": self.query_id} if self.query_id is not None else {}
@@ -452,19 +457,31 @@ class RddRecord:
 @dataclass(frozen=True)
 class SparkJobDetails:
     """Which Spark job this is, from its start event: its id and the properties it was submitted with
-    (``spark.job.description``, ``spark.jobGroup.id``, ``callSite.short``), ``None`` where unset."""
+    (``spark.job.description``, ``spark.jobGroup.id``, ``callSite.short``, ``sql.streaming.queryId``), ``None``
+    where unset."""
 
     job_id: int
     description: str | None = None
     group: str | None = None
     call_site: str | None = None
+    streaming_query: str | None = None
+    """The streaming query whose thread ran the job: a micro-batch's, or a ``foreachBatch`` function's query's."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"jobId": self.job_id, "description": self.description, "group": self.group, "callSite": self.call_site}
+        found = {"jobId": self.job_id, "description": self.description, "group": self.group, "callSite": self.call_site}
+        if self.streaming_query is not None:
+            found["streamingQuery"] = self.streaming_query
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SparkJobDetails:
-        return cls(int(data["jobId"]), data.get("description"), data.get("group"), data.get("callSite"))
+        return cls(
+            int(data["jobId"]),
+            data.get("description"),
+            data.get("group"),
+            data.get("callSite"),
+            data.get("streamingQuery"),
+        )
 
 
 @dataclass(frozen=True)

@@ -202,6 +202,7 @@ class LineageRuntime:
             lambda query: self._lineage(query, self.stream_context),
             self._deliver,
             self.errors,
+            batch_jobs=analysis.reports_query_jobs(self.session.conf),
         )
         self.stream_worker: BoundedWorker[PendingStreamEvent] = BoundedWorker(
             "spark_lineage-streams", self._stream_event, config.queue_size, self.errors, on_drop=self._dropped
@@ -439,6 +440,8 @@ class LineageRuntime:
         if query is None:
             return
         with costs.stage(Stage.ANALYSIS):
+            stream = query.streaming_query  # a foreachBatch function's query reads its stream's sources
+            self.context.stream_sources = self.streams.sources(stream) if stream else None
             if not self._reports_query_jobs:
                 query.jobs = ()
             lineage = self._lineage(query, self.context)

@@ -7,12 +7,21 @@ read once per query when its first batch has run: a query reads and writes the s
 
 - START of the query's run when the query starts (no datasets are known yet);
 - RUNNING with its sources and sink once the first batch's plan is read;
-- per micro-batch that ran, START and COMPLETE of a run of its own, named like a batch query
-  (``<app>.<physical root>[.<output>]``), with the rows the sink wrote;
+- per micro-batch that ran, a run of its own, named like a batch query (``<app>.<physical root>[.<output>]``),
+  as openlineage-spark reports the micro-batch's SQL execution: START, a RUNNING event per Spark job it ran
+  (with ``spark_jobDetails``) and one when its first job ended, and COMPLETE with the rows the sink wrote. The
+  JVM files a micro-batch's jobs by the query run and batch ids (:func:`~spark_lineage.jvm.wire.
+  micro_batch_key`), and they are taken when its progress is reported, waiting :data:`BATCH_JOBS_WAIT_SECONDS`
+  at most for the job listener to catch up;
 - COMPLETE when the query stops or runs out of input, FAIL with the error when it fails.
 
 A query's handle is taken when it starts (Spark forgets a query once it has ended), so even a query that
 ends before the worker reads its first progress has its plan read.
+
+A ``foreachBatch`` function's queries are reported by the session's query listener, like any query; what
+they read from the batch DataFrame (an RDD of the micro-batch's plan, which names no source) is the stream's
+sources: :meth:`StreamTracker.sources` answers them on the analysis worker, reading the query's plan there
+when the streams worker has not yet.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +40,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 from spark_lineage.config import ParentJob
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.jvm import JvmBridge, PendingQuery, PendingStreamEvent, StreamEventKind
-from spark_lineage.lineage import QueryLineage
+from spark_lineage.lineage import DatasetLineage, QueryLineage
 from spark_lineage.plan import CapturedQuery
 from spark_lineage.worker import ErrorLog
 
@@ -38,6 +48,8 @@ MICRO_BATCH = "micro_batch"
 """The action name a micro-batch is captured under (Spark gives it none)."""
 _ANALYZED = ("analyzed",)
 _STREAMS_KEPT = 1000
+BATCH_JOBS_WAIT_SECONDS = 2.0
+"""How long a micro-batch's progress waits for the job listener to have filed all the batch's jobs."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,8 @@ class _Stream:
     query: Any
     """Spark's handle of the query (opaque here: only the bridge reads it)."""
     lineage: QueryLineage | None = None
+    announced: bool = False
+    """Whether its RUNNING event (its datasets, once its plan was read) was sent."""
     batch: CapturedQuery | None = None
     """The micro-batch read, without its plan: what names the micro-batch runs."""
 
@@ -98,25 +112,46 @@ class StreamTracker:
         analyze: Callable[[CapturedQuery], QueryLineage],
         deliver: Callable[[Sequence[RunEvent]], None],
         errors: ErrorLog,
+        *,
+        batch_jobs: bool = True,
     ) -> None:
+        """``batch_jobs``: whether micro-batch runs get their Spark jobs' RUNNING events (as query runs do)."""
         self._bridge = bridge
         self._events = events
         self._capture = capture
         self._analyze = analyze
         self._deliver = deliver
         self._errors = errors
+        self._batch_jobs = batch_jobs
         self._streams: dict[str, _Stream] = {}
+        self._ended_sources: dict[str, list[DatasetLineage]] = {}
+        """The sources of the queries that ended, for their last ``foreachBatch`` queries analyzed after."""
+        self._lock = threading.Lock()
+        """Held by the streams worker while it handles an event, and by the analysis worker asking for
+        :meth:`sources`."""
 
     def handle(self, pending: PendingStreamEvent) -> None:
         try:
-            if pending.kind is StreamEventKind.STARTED:
-                self._started(pending)
-            elif pending.kind is StreamEventKind.PROGRESS:
-                self._progress(pending)
-            else:
-                self._terminated(pending)
+            with self._lock:
+                if pending.kind is StreamEventKind.STARTED:
+                    self._started(pending)
+                elif pending.kind is StreamEventKind.PROGRESS:
+                    self._progress(pending)
+                else:
+                    self._terminated(pending)
         finally:
             pending.event = None  # let the JVM free the event now
+
+    def sources(self, query_id: str) -> list[DatasetLineage] | None:
+        """What the streaming query ``query_id`` reads (for a query its ``foreachBatch`` function ran, on the
+        analysis worker); ``None`` for a query started before lineage was on, or whose plan could not be read."""
+        with self._lock:
+            stream = self._streams.get(query_id)
+            if stream is None:
+                return self._ended_sources.get(query_id)
+            if stream.lineage is None:
+                self._read_plan(stream, int(time.time() * 1000))
+            return None if stream.lineage is None else stream.lineage.inputs
 
     def _started(self, pending: PendingStreamEvent) -> None:
         started = self._bridge.streams.started(pending.event)
@@ -134,15 +169,23 @@ class StreamTracker:
             return
         if stream.lineage is None:
             self._read_plan(stream, pending.at_ms)
-            if stream.lineage is not None:
-                self._deliver([self._events.stream_event(RunState.RUNNING, pending.at_ms, stream.run, stream.lineage)])
+        if stream.lineage is not None and not stream.announced:  # its plan may have been read for a foreachBatch
+            stream.announced = True
+            self._deliver([self._events.stream_event(RunState.RUNNING, pending.at_ms, stream.run, stream.lineage)])
         batch = MicroBatch.from_progress(progress)
         if batch.ran and stream.batch is not None and stream.lineage is not None:
+            run_id = progress.get("runId")
+            jobs = (
+                self._bridge.streams.batch_jobs(str(run_id), batch.batch_id, BATCH_JOBS_WAIT_SECONDS)
+                if self._batch_jobs and run_id
+                else ()
+            )
             query = dataclasses.replace(
                 stream.batch,
                 start_ms=batch.start_ms,
                 end_ms=batch.end_ms,
                 metrics={} if batch.output_rows is None else {"numOutputRows": batch.output_rows},
+                jobs=jobs,
             )
             self._deliver(self._events.query_events(query, stream.lineage, parent=stream.run, streaming=True))
 
@@ -153,6 +196,10 @@ class StreamTracker:
             return
         if stream.lineage is None:
             self._read_plan(stream, pending.at_ms)
+        if stream.lineage is not None:
+            self._ended_sources[terminated.query_id] = stream.lineage.inputs
+            while len(self._ended_sources) > _STREAMS_KEPT:
+                self._ended_sources.pop(next(iter(self._ended_sources)))
         state = RunState.FAIL if terminated.error else RunState.COMPLETE
         self._deliver(
             [self._events.stream_event(state, pending.at_ms, stream.run, stream.lineage, error=terminated.error)]
@@ -173,7 +220,6 @@ class StreamTracker:
         if captured is None:
             return
         stream.lineage = self._analyze(captured)
-        # Each batch's events are built from this one's capture, without its Spark jobs (a micro-batch's run has
-        # no RUNNING event per job).
+        # Each batch's events are built from this one's capture, with the batch's own Spark jobs.
         stream.batch = dataclasses.replace(captured, tree=None, sql=None, capture_errors=[], jobs=())
         stream.query = None  # read once: every batch reads and writes the same datasets

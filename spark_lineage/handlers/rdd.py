@@ -4,6 +4,12 @@ openlineage-spark looks through the RDD graph for the RDDs that read files (Hado
 own file scans) and reports their directories; RDDs built from driver data (``parallelize``) read no dataset.
 There is no column lineage through an RDD: its columns are whatever Python or Scala code made them.
 
+A ``foreachBatch`` function's batch DataFrame is such a DataFrame, over the RDD of the micro-batch's plan,
+whose sources (a Kafka topic, a rate source, a table) no RDD names: in a query the function ran, an RDD leaf
+reads what the stream reads (:attr:`~spark_lineage.lineage.AnalysisContext.stream_sources`). An RDD
+DataFrame the function builds from data of its own is taken for the batch too: nothing in the plan tells them
+apart.
+
 Jobs that run on RDDs alone (``sc.textFile(a).map(f).saveAsTextFile(b)``) read the same way, and write what
 their Hadoop save's configuration names (:func:`rdd_job_lineage`).
 """
@@ -29,12 +35,14 @@ FILE_READING_RDDS = frozenset({"HadoopRDD", "NewHadoopRDD", "FileScanRDD"})
 
 
 def rdd_inputs(graph: Iterable[RddRecord]) -> list[DatasetLineage]:
-    """The datasets the file-reading RDDs of a graph read, each once, in the graph's order."""
+    """The datasets the file-reading RDDs of a graph read, each once, in the graph's order; a Delta table's
+    transaction log is none (Delta reads it through RDDs of its own, as a streaming source does)."""
     found: dict[naming.DatasetIdentifier, None] = {}
     for record in graph:
         if record.simple_name in FILE_READING_RDDS:
             for directory in naming.read_directories(list(record.paths), record.files):
-                found[naming.from_location(directory)] = None
+                if not naming.is_delta_log(directory):
+                    found[naming.from_location(directory)] = None
     return [DatasetLineage(identifier) for identifier in found]
 
 
@@ -66,6 +74,13 @@ class RddLeafHandler(NodeHandler):
     probes = {"rdd": Probe(("rdd",), "rdd_graph")}
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
+        if ctx.stream_sources is not None:
+            return [
+                DatasetLineage(
+                    source.identifier, list(source.symlinks), source.schema, extra_facets=dict(source.extra_facets)
+                )
+                for source in ctx.stream_sources
+            ]
         # A graph that could not be read is a probe error, which the analysis reports.
         return rdd_inputs(node.get("rdd", ()))
 

@@ -2,7 +2,8 @@
 is the root (``WriteToMicroBatchDataSource`` for DataSource V2 sinks, ``WriteToMicroBatchDataSourceV1`` for
 the others) and the sources are leaves.
 
-File and Delta sources are ``LogicalRelation`` leaves, named by their usual handlers. Kafka sources are named
+File and Delta sources are ``LogicalRelation`` leaves, named by their usual handlers; an Iceberg table's stream
+by its table, as a batch read of it is. Kafka sources are named
 as openlineage-spark names them: the servers the stream's consumers use, and the topics of the batch's end
 offsets (so a ``subscribePattern`` names the topics it matched). Sinks go past the reference, which names
 only a Kafka sink and a ``toTable`` file sink: file and Delta directories, Kafka topics, catalog tables and V2
@@ -40,10 +41,19 @@ class StreamingV2RelationHandler(NodeHandler):
         "stream": Probe(("stream",), "node", if_field="stream"),
         "endOffset": Probe(("endOffset", "?", "json"), if_field="endOffset"),
         "schema": Probe(("schema", "json")),
+        # An Iceberg table's stream: on 4.x its relation's table (its location), beside the stream's own name.
+        "table": Probe(("relation", "table"), "node", if_field="relation"),
     }
 
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         stream: CapturedNode | None = node.get("stream")
+        table_name = stream.get("table") if stream is not None else None
+        if table_name and "." in table_name:
+            # Spark keeps no catalog or identifier for a stream loaded by name: the table's own name has both.
+            catalog, identifier = table_name.split(".", 1)
+            table = CapturedNode(node.class_name, {**node.props, "catalog": catalog, "identifier": identifier})
+            dataset = v2_dataset(table, ctx, role="input")
+            return [dataset] if dataset else []
         if stream is None or stream.simple_name != "KafkaMicroBatchStream":
             kind = stream.simple_name if stream is not None else "unknown"
             ctx.errors.append(f"a {kind} streaming source: its input is not reported")
@@ -51,6 +61,14 @@ class StreamingV2RelationHandler(NodeHandler):
         topics = _offset_topics(node.get("endOffset"))
         options = {"kafka.bootstrap.servers": stream.get("servers") or "", "subscribe": ",".join(topics)}
         return topic_datasets(options, schema_fields(node.get("schema")))
+
+
+@register
+class IcebergMicroBatchStreamHandler(NodeHandler):
+    """An Iceberg stream: the name of the table it reads (``catalog.namespace.table``)."""
+
+    class_names = ("SparkMicroBatchStream",)
+    probes = {"table": Probe(("@table", "name"))}
 
 
 @register

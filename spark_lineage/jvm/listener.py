@@ -39,7 +39,7 @@ from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.rdd import RddGraphReader
 from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore, job_texts, sql_job_store
 from spark_lineage.jvm.values import JvmClasses, message, safe
-from spark_lineage.jvm.wire import JobMarker, Separator
+from spark_lineage.jvm.wire import JOB_END_FIELDS, JOB_PROPERTIES, JobMarker, JobStartField, Separator
 from spark_lineage.plan import (
     JobIo,
     QueryJob,
@@ -58,7 +58,6 @@ _JOB_END = "org.apache.spark.scheduler.SparkListenerJobEnd"
 _LISTENER = "org.apache.spark.scheduler.SparkListenerInterface"
 _SQL_EXECUTION_ID = "spark.sql.execution.id"
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
-_JOB_PROPERTIES = ("spark.job.description", "spark.jobGroup.id", "callSite.short")
 _SQL_EXECUTION = "org.apache.spark.sql.execution.SQLExecution"
 _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
 _OUTPUT_DIR = "mapreduce.output.fileoutputformat.outputdir"
@@ -267,23 +266,6 @@ class ListenerProxyBuilder(HandleBuilder):
             self._objects(sink),
         )
 
-    def _string(self, handle: Any, kind: str) -> Any:
-        """``(event) -> String``: what ``handle`` answers, as text."""
-        return self._after(handle, self._method("java.lang.String", "valueOf", kind))
-
-    def _joined(self, *parts: Any) -> Any:
-        """``(event) -> String``: the parts' texts joined with the field separator."""
-        sequence = self._classes.java_class("java.lang.CharSequence")
-        join = self._method("java.lang.String", "join", "java.lang.CharSequence", "[Ljava.lang.CharSequence;")
-        collected = self.mh.insertArguments(
-            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), len(parts)),
-            0,
-            self._objects(Separator.FIELD.value),
-        )
-        filters = [part.asType(part.type().changeReturnType(sequence)) for part in parts]
-        each = self.mh.filterArguments(collected, 0, self._handles(*filters))
-        return self.mh.permuteArguments(each, self._method_type(self.STR, self.OBJ), self._ints(*([0] * len(parts))))
-
     def _ignore(self) -> Any:
         return self.mh.empty(self._method_type(self.VOID, self.OBJ))
 
@@ -452,16 +434,18 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
         return self._after(self._method(_JOB_START, "properties"), get)
 
     def _query_id(self, execution_id: Any) -> Any:
-        """``(SparkListenerJobStart) -> String``: the id of the ``QueryExecution`` of the job's SQL execution,
-        or empty when Spark no longer holds it (the execution ended before this listener got to the job)."""
+        """``(SparkListenerJobStart) -> String``: the key the job's query files its jobs under: the id of the
+        ``QueryExecution`` of the job's SQL execution, or a micro-batch's key for a micro-batch's
+        (:meth:`~spark_lineage.jvm.sql_jobs.SqlJobHandles.query_key`); empty when Spark no longer holds it (the
+        execution ended before this listener got to the job)."""
         query = self._after(
             self._after(execution_id, self._method("java.lang.Long", "parseLong", "java.lang.String")),
             self._method(_SQL_EXECUTION, "getQueryExecution", "long"),
         )
         empty = self.mh.dropArguments(self.mh.constant(self.STR, ""), 0, self._types(self.OBJ))
-        its_id = self._string(self._method(_QUERY_EXECUTION, "id"), "long")
+        key = self.query_key().asType(self._method_type(self.STR, self.OBJ))
         return self._after(
-            query, self.mh.guardWithTest(self._method("java.util.Objects", "isNull", "java.lang.Object"), empty, its_id)
+            query, self.mh.guardWithTest(self._method("java.util.Objects", "isNull", "java.lang.Object"), empty, key)
         )
 
     def _start_text(self, query_id: Any, execution_id: Any = None) -> Any:
@@ -475,7 +459,7 @@ class _ListenerBuilder(ListenerProxyBuilder, SqlJobHandles):
         parts = [
             self._string(self._job_id(_JOB_START), "java.lang.Object"),
             self._string(self._method(_JOB_START, "time"), "long"),
-            *(self._after(self._property(name), unset) for name in _JOB_PROPERTIES),
+            *(self._after(self._property(name), unset) for name in JOB_PROPERTIES),
         ]
         if query_id is not None:
             parts.append(query_id)
@@ -602,26 +586,44 @@ def read_query_jobs(joined: str | None, query_id: int | None) -> tuple[QueryJob,
     return log.take(query_id)
 
 
+def read_micro_batch_jobs(joined: str | None) -> tuple[tuple[QueryJob, ...], bool]:
+    """The jobs of a micro-batch, in the order they started, from the texts the JVM filed under its key
+    (:func:`~spark_lineage.jvm.wire.micro_batch_key`), and whether they are all there (its execution's end was
+    filed after them, :attr:`~spark_lineage.jvm.wire.JobMarker.BATCH_END`)."""
+    texts = job_texts(joined)
+    log = QueryJobLog()
+    for text in texts:
+        if text != JobMarker.BATCH_END.value:
+            log.record(_sql_job(text.split(Separator.FIELD.value), 0))
+    return log.take(0), JobMarker.BATCH_END.value in texts
+
+
 def read_sql_job(pending: PendingSqlJob) -> SqlJobStart | SqlJobEnd:
-    """What the JVM wrote of a SQL execution's job start (id, time, properties, query id) or end (id, time,
+    """What the JVM wrote of a SQL execution's job start (id, time, properties, query key) or end (id, time,
     the class of its result)."""
     fields = pending.text.split(Separator.FIELD.value)
-    return _sql_job(fields, int(fields[5]) if len(fields) > 5 and fields[5] else None)
+    key = fields[JobStartField.QUERY_KEY] if len(fields) > JobStartField.QUERY_KEY else ""
+    return _sql_job(fields, int(key) if key.isdigit() else None)
 
 
 def _sql_job(fields: list[str], query_id: int | None) -> SqlJobStart | SqlJobEnd:
     """A job's start, filed under ``query_id``, or its end, from the fields of its text."""
-    if len(fields) == 3:
+    if len(fields) == JOB_END_FIELDS:
         return SqlJobEnd(*_job_ended(fields))
     time_ms, details = _job_started(fields)
-    execution_id = fields[6] if len(fields) > 6 else ""
+    execution_id = fields[JobStartField.EXECUTION_ID] if len(fields) > JobStartField.EXECUTION_ID else ""
     return SqlJobStart(query_id, time_ms, details, int(execution_id) if execution_id.isdigit() else None)
 
 
 def _job_started(fields: list[str]) -> tuple[int, SparkJobDetails]:
-    """A job start's time and details from its text's first five fields."""
-    description, group, call_site = (None if value == Separator.UNSET.value else value for value in fields[2:5])
-    return int(fields[1]), SparkJobDetails(int(fields[0]), description, group, call_site)
+    """A job start's time and details from its text's fields up to its properties'."""
+    description, group, call_site, streaming_query = (
+        None if value == Separator.UNSET.value else value
+        for value in fields[JobStartField.DESCRIPTION : JobStartField.STREAMING_QUERY + 1]
+    )
+    return int(fields[JobStartField.TIME]), SparkJobDetails(
+        int(fields[JobStartField.JOB_ID]), description, group, call_site, streaming_query
+    )
 
 
 def _job_ended(fields: list[str]) -> tuple[int, int, bool]:

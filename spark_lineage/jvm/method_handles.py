@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from spark_lineage.jvm.values import JvmClasses
+from spark_lineage.jvm.wire import Separator
 
 
 class HandleBuilder:
@@ -124,6 +125,23 @@ class HandleBuilder:
         for test, handle in reversed(cases):
             chosen = self.mh.guardWithTest(test, handle, chosen)
         return chosen
+
+    def _string(self, handle: Any, kind: str) -> Any:
+        """``(value) -> String``: what ``handle`` answers, as text (``kind``: its return type)."""
+        return self._after(handle, self._method("java.lang.String", "valueOf", kind))
+
+    def _joined(self, *parts: Any, separator: str = Separator.FIELD.value) -> Any:
+        """``(value) -> String``: the texts the one-argument ``parts`` answer, joined with ``separator``."""
+        sequence = self._classes.java_class("java.lang.CharSequence")
+        join = self._method("java.lang.String", "join", "java.lang.CharSequence", "[Ljava.lang.CharSequence;")
+        collected = self.mh.insertArguments(
+            join.asCollector(self._classes.java_class("[Ljava.lang.CharSequence;"), len(parts)),
+            0,
+            self._objects(separator),
+        )
+        filters = [part.asType(part.type().changeReturnType(sequence)) for part in parts]
+        each = self.mh.filterArguments(collected, 0, self._handles(*filters))
+        return self.mh.permuteArguments(each, self._method_type(self.STR, self.OBJ), self._ints(*([0] * len(parts))))
 
     def _as_object(self, handle: Any) -> Any:
         """A one-argument handle as ``(Object)Object`` (its argument cast, its result boxed)."""

@@ -28,7 +28,7 @@ from typing import Any
 
 from spark_lineage.jvm.method_handles import HandleBuilder
 from spark_lineage.jvm.values import JvmClasses
-from spark_lineage.jvm.wire import ITEM_SEP
+from spark_lineage.jvm.wire import ITEM_SEP, MICRO_BATCH_KEY_SEP, JobMarker
 
 QUERIES_KEPT = 1_000
 """Queries whose jobs are kept until the query is read; the oldest are dropped beyond this many."""
@@ -38,6 +38,11 @@ _MAP = "java.util.Map"
 _OBJ = "java.lang.Object"
 _EXECUTION_END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 _QUERY_EXECUTION = "org.apache.spark.sql.execution.QueryExecution"
+_INCREMENTAL_EXECUTIONS = (
+    "org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution",  # Spark 4.1 on
+    "org.apache.spark.sql.execution.streaming.IncrementalExecution",
+)
+"""A micro-batch's ``QueryExecution``, by Spark line."""
 
 
 class SqlJobStore:
@@ -54,10 +59,11 @@ class SqlJobStore:
         self.query_of_execution = classes(concurrent + "ConcurrentHashMap")()
         """Execution id -> query id, until the execution ends."""
 
-    def take_slowly(self, query_id: int) -> str | None:
-        """A query's jobs' texts, taken out with plain py4j calls (two round trips): for a query read without
-        the JVM-side functions."""
-        buffer = self.by_query.remove(str(query_id))
+    def take_slowly(self, key: int | str) -> str | None:
+        """The jobs' texts filed under a query's id (or a micro-batch's key, :func:`~spark_lineage.jvm.wire.
+        micro_batch_key`), taken out with plain py4j calls (two round trips): for a query read without the
+        JVM-side functions, and for a micro-batch."""
+        buffer = self.by_query.remove(str(key))
         return None if buffer is None else str(buffer.toString())
 
 
@@ -158,15 +164,56 @@ class SqlJobHandles(HandleBuilder):
         )
         return self.mh.foldArguments(chosen, buffer)
 
+    def query_key(self) -> Any:
+        """``(QueryExecution) -> String``: the key a query's jobs are filed under: its id, or for a micro-batch
+        (an ``IncrementalExecution``, whose jobs no query listener hears: the streaming worker takes them when
+        the batch's progress is reported) its streaming query run's id and batch id
+        (:func:`~spark_lineage.jvm.wire.micro_batch_key`)."""
+        its_id = self._string(self._method(_QUERY_EXECUTION, "id"), "long")
+        batch = self._micro_batch_class()
+        if batch is None:
+            return its_id
+        key = self._joined(
+            self._string(self._method(batch, "runId"), "java.lang.Object"),
+            self._string(self._method(batch, "currentBatchId"), "long"),
+            separator=MICRO_BATCH_KEY_SEP,
+        )
+        return self.mh.guardWithTest(self._is(batch), key, its_id)
+
+    def _micro_batch_class(self) -> str | None:
+        """The name of this Spark's ``IncrementalExecution`` (looked up once)."""
+
+        def find() -> str:
+            for name in _INCREMENTAL_EXECUTIONS:
+                try:
+                    self._classes.java_class(name)
+                except Exception:  # noqa: BLE001 - another Spark line's name
+                    continue
+                return name
+            return ""
+
+        return self._once("micro-batch class", find) or None
+
     def ending_execution(self, store: SqlJobStore) -> Any:
-        """``(SparkListenerSQLExecutionEnd) -> void``: forget the execution's query; drop the jobs of a query
-        no query listener hears (an execution without a name)."""
+        """``(SparkListenerSQLExecutionEnd) -> void``: forget the execution's query; of an execution without a
+        name, which no query listener hears, drop the query's jobs, or for a micro-batch mark its jobs complete
+        (:attr:`~spark_lineage.jvm.wire.JobMarker.BATCH_END`)."""
         execution_id = self._text_of(self._method(_EXECUTION_END, "executionId"))
         forget = self._void(
             self.mh.filterArguments(self._map_remove(store.query_of_execution), 0, self._handles(execution_id))
         )
-        query_id = self._text_of(self._after(self._method(_EXECUTION_END, "qe"), self._method(_QUERY_EXECUTION, "id")))
+        qe = self._method(_EXECUTION_END, "qe")
+        query_id = self._text_of(self._after(qe, self._method(_QUERY_EXECUTION, "id")))
         drop = self._void(self.mh.filterArguments(self._map_remove(store.by_query), 0, self._handles(query_id)))
+        batch = self._micro_batch_class()
+        if batch is not None:
+            buffer = self._after(self._after(qe, self._as_object(self.query_key())), self._buffer_for(store))
+            mark = self.mh.insertArguments(
+                self._method("java.lang.StringBuffer", "append", "java.lang.String"),
+                1,
+                self._objects(JobMarker.BATCH_END.value + ITEM_SEP),
+            )
+            drop = self.mh.guardWithTest(self._after(qe, self._is(batch)), self._void(self._after(buffer, mark)), drop)
         unnamed = self._after(self._method(_EXECUTION_END, "executionName"), self._method("scala.Option", "isEmpty"))
         has_query = self._after(self._method(_EXECUTION_END, "qe"), self._method("java.util.Objects", "nonNull", _OBJ))
         nothing = self.mh.empty(self._method_type(self.VOID, self.OBJ))

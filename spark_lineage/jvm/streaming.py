@@ -17,12 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from spark_lineage.jvm.listener import read_micro_batch_jobs
+from spark_lineage.jvm.sql_jobs import sql_job_store
 from spark_lineage.jvm.values import JavaCallback, JvmClasses, unwrap_option
+from spark_lineage.jvm.wire import micro_batch_key
+from spark_lineage.plan import QueryJob
 
 log = logging.getLogger(__name__)
 
 _LISTENER_INTERFACE = "org.apache.spark.sql.streaming.PythonStreamingQueryListener"
 _LISTENER_WRAPPER = "org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper"
+_BATCH_JOBS_POLL_SECONDS = 0.05
 
 
 class StreamEventKind(enum.Enum):
@@ -126,6 +131,24 @@ class StreamReader:
     def query(self, query_id: str) -> Any:
         """The running query with this id (Spark's handle), or ``None`` once it has ended."""
         return self._jsession.streams().get(query_id)
+
+    def batch_jobs(self, run_id: str, batch_id: int, wait_seconds: float) -> tuple[QueryJob, ...]:
+        """The Spark jobs a micro-batch ran, in the order they started, taken out of the JVM (two round trips).
+        Spark posts a query's progress on a listener queue of its own, which may be ahead of the job listener's:
+        until the micro-batch's end has been filed after its jobs, they are taken again, ``wait_seconds`` at
+        most."""
+        store = sql_job_store(self._gateway, self._classes)
+        key = micro_batch_key(run_id, batch_id)
+        deadline = time.monotonic() + wait_seconds
+        taken: list[str] = []
+        while True:
+            joined = store.take_slowly(key)
+            if joined:
+                taken.append(joined)
+            jobs, complete = read_micro_batch_jobs("".join(taken))
+            if complete or time.monotonic() >= deadline:
+                return jobs
+            time.sleep(_BATCH_JOBS_POLL_SECONDS)
 
     def last_execution(self, query: Any) -> Any:
         """The execution of the query's latest micro-batch (an ``IncrementalExecution``), or ``None`` before the

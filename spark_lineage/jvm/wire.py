@@ -21,7 +21,7 @@ Collections that cross as one text are joined with :data:`ITEM_SEP` (and maps' e
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, IntEnum
 
 ITEM_SEP = "\x1e"
 """Joins collection items JVM-side (``mkString``): ASCII record separators never occur in paths or names."""
@@ -146,6 +146,38 @@ class Separator(str, Enum):
     heard."""
 
 
+class JobStartField(IntEnum):
+    """The position of each field in a job start's text (joined with :attr:`Separator.FIELD`); a job end's text
+    has three (the job's id, time and the class of its result)."""
+
+    JOB_ID = 0
+    TIME = 1
+    DESCRIPTION = 2
+    """``spark.job.description``, and the two below, are the job's properties (:attr:`Separator.UNSET` when
+    unset), in the order of :data:`JOB_PROPERTIES`."""
+    GROUP = 3
+    CALL_SITE = 4
+    STREAMING_QUERY = 5
+    """``sql.streaming.queryId``: set for the jobs a streaming query's thread runs (its micro-batches, and the
+    queries of its ``foreachBatch`` function)."""
+    QUERY_KEY = 6
+    """A SQL execution's job only: the key its query's jobs are filed under (see :func:`micro_batch_key`)."""
+    EXECUTION_ID = 7
+    """A SQL execution's job only: its execution's id."""
+
+
+JOB_PROPERTIES = ("spark.job.description", "spark.jobGroup.id", "callSite.short", "sql.streaming.queryId")
+"""The job properties a job start's text carries, from :attr:`JobStartField.DESCRIPTION` on."""
+JOB_END_FIELDS = 3
+MICRO_BATCH_KEY_SEP = "/"
+
+
+def micro_batch_key(run_id: str, batch_id: int) -> str:
+    """The key the JVM files a micro-batch's jobs under: its streaming query run's id and its batch id. A
+    query's jobs are filed under its ``QueryExecution.id``: a number, which no micro-batch key is."""
+    return f"{run_id}{MICRO_BATCH_KEY_SEP}{batch_id}"
+
+
 class SessionEventKind(str, Enum):
     """What a text the session listener passes is about: its first field."""
 
@@ -163,3 +195,5 @@ class JobMarker(str, Enum):
     """Beside an RDD job's end (its text, or its event)."""
     WRITES = "writes"
     """Kept in the JVM, until its end, for an RDD job that writes files (its start was passed to Python)."""
+    BATCH_END = "batch end"
+    """Filed after a micro-batch's jobs when its SQL execution ended: all of them are there."""

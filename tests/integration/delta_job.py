@@ -61,6 +61,18 @@ def operations(spark: Any, base: Path, stamps: dict[str, str]) -> dict[str, Call
         stamps["after_first_write"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
         time.sleep(1.1)
 
+    def stream_through_foreach_batch() -> None:
+        """A Delta table read as a stream, each batch appended to parquet by a foreachBatch function."""
+        table = str(paths / "stream_source")
+        source.write.format("delta").save(table)
+
+        def write(batch: Any, batch_id: int) -> None:
+            batch.write.mode("append").parquet(str(base / "out" / "from_delta_stream"))
+
+        spark.readStream.format("delta").load(table).writeStream.foreachBatch(write).option(
+            "checkpointLocation", str(base / "checkpoints" / "delta_stream")
+        ).trigger(availableNow=True).start().awaitTermination(120)
+
     def merge_into_path() -> None:
         DeltaTable.forPath(spark, moves).alias("t").merge(
             source.where("city = 'oslo'").alias("s"), "t.id = s.id"
@@ -111,6 +123,7 @@ def operations(spark: Any, base: Path, stamps: dict[str, str]) -> dict[str, Call
         "path_table_create": lambda: source.write.format("delta").save(moves),
         "path_merge": merge_into_path,
         "path_delete": lambda: DeltaTable.forPath(spark, moves).delete("id = 2"),
+        "stream_foreach_batch": stream_through_foreach_batch,
     }
 
 

@@ -318,6 +318,15 @@ def test_python_api_merge_and_delete_on_a_path_table(app: DeltaApp) -> None:
     assert _columns(_one(deleted, "outputs"))["(rows)"] == ["moves.id:FILTER"]
 
 
+def test_a_foreach_batch_write_reads_the_delta_table_its_stream_reads(app: DeltaApp) -> None:
+    table, out = ("file", app.path("paths", "stream_source")), ("file", app.path("out", "from_delta_stream"))
+    stream = [e for e in app.events if e["job"]["name"] == f"{APP}.streaming_query"]
+    assert [e["eventType"] for e in stream] == ["START", "RUNNING", "COMPLETE"]
+    assert [_ids(e, "inputs") for e in stream] == [[], [table], [table]]
+    (write,) = [e for e in query_events(app.events) if e["eventType"] == "COMPLETE" and _ids(e, "outputs") == [out]]
+    assert _ids(write, "inputs") == [table]
+
+
 # --- what is not reported ----------------------------------------------------------------------------------------
 
 
@@ -341,6 +350,9 @@ def test_delta_internals_are_not_reported(app: DeltaApp) -> None:
         "execute_merge_into_command": 1,
         "execute_update_command": 1,
         "execute_delete_command": 2,
+        "execute_save_into_data_source_command.paths_stream_source": 1,
+        "columnar_to_row": 1,  # the micro-batch of the Delta stream into foreachBatch (whose sink is no dataset)
+        "execute_insert_into_hadoop_fs_relation_command.out_from_delta_stream": 1,  # its foreachBatch write
     }
     if app.kafka is not None:
         expected["execute_save_into_data_source_command"] = 1  # into the topic: a Kafka save names no suffix
@@ -381,9 +393,8 @@ def test_kafka_topic_into_delta_in_batch(app: DeltaApp) -> None:
 def test_kafka_topic_into_delta_as_a_stream(app: DeltaApp) -> None:
     topic = (_kafka(app), "people_topic")
     sink = ("file", app.path("paths", "from_kafka_stream"))
-    stream = [e for e in app.events if e["job"]["facets"]["jobType"]["jobType"] == "STREAMING_QUERY"]
+    stream = [e for e in app.events if e["job"]["name"] == f"{APP}.kafka_to_delta"]
     assert [e["eventType"] for e in stream] == ["START", "RUNNING", "COMPLETE"]
-    assert {e["job"]["name"] for e in stream} == {f"{APP}.kafka_to_delta"}
     for event in stream[1:]:
         assert _ids(event, "inputs") == [topic]
         assert _ids(event, "outputs") == [sink]

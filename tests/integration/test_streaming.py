@@ -48,6 +48,14 @@ def _to_parquet_until_caught_up(stream: Any, out: Path, tmp_path: Path) -> None:
     query.awaitTermination(120)
 
 
+def _json_source(tmp_path: Path, record: dict[str, Any]) -> Path:
+    """A directory for a file stream to watch, holding one JSON file of one record."""
+    source = tmp_path / "incoming"
+    source.mkdir()
+    (source / "part-1.json").write_text(json.dumps(record) + "\n")
+    return source
+
+
 def _stream_runs(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = {}
     for event in events:
@@ -98,9 +106,14 @@ def test_kafka_to_kafka_is_a_run_with_its_topics_and_a_run_per_micro_batch(
 
     # One run per micro-batch, under the query's run; the sink's nested collect is not a run of its own.
     batches = _batches_of(receiver.events, run[0]["run"]["runId"])
-    assert [e["eventType"] for e in batches] == ["START", "COMPLETE"]
-    start, complete = batches
-    assert start["job"]["name"] == complete["job"]["name"] == "lineage_tests.write_to_data_source_v2"
+    # As openlineage-spark: START, RUNNING as its Spark job starts (with the job's details) and as it ends.
+    assert [e["eventType"] for e in batches] == ["START", "RUNNING", "RUNNING", "COMPLETE"]
+    _, job_started, _, complete = batches
+    details = job_started["run"]["facets"]["spark_jobDetails"]
+    assert details["jobGroup"] == str(query.runId)
+    assert details["jobDescription"] == f"copy topics\nid = {query.id}\nrunId = {query.runId}\nbatch = 0"
+    assert [e for e in batches if "spark_jobDetails" in e["run"]["facets"]] == [job_started]
+    assert {e["job"]["name"] for e in batches} == {"lineage_tests.write_to_data_source_v2"}
     assert complete["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
     assert datasets(complete, "inputs") == [(namespace, "stream_src")]
     assert datasets(complete, "outputs") == [(namespace, "stream_dst")]
@@ -110,9 +123,7 @@ def test_kafka_to_kafka_is_a_run_with_its_topics_and_a_run_per_micro_batch(
 
 
 def test_files_to_parquet_reports_the_sink(spark: Any, lineage: Any, receiver: LineageReceiver, tmp_path: Path) -> None:
-    source = tmp_path / "incoming"
-    source.mkdir()
-    (source / "part-1.json").write_text(json.dumps({"id": 1, "name": "ann"}) + "\n")
+    source = _json_source(tmp_path, {"id": 1, "name": "ann"})
     out = tmp_path / "table"
     _to_parquet_until_caught_up(spark.readStream.schema("id long, name string").json(str(source)), out, tmp_path)
     assert lineage.flush(60)
@@ -166,6 +177,9 @@ def test_foreach_batch_writes_are_reported_once_under_the_application_run(
     run = _only_stream(receiver.events)
     assert datasets(run[-1], "inputs") == [(f"kafka://{servers}", "batched_src")]
     assert datasets(run[-1], "outputs") == []
+    # The batch DataFrame is an RDD of the micro-batch's plan: the write reads what the stream reads.
+    assert datasets(writes[-1], "inputs") == [(f"kafka://{servers}", "batched_src")]
+    assert "extractionError" not in writes[-1]["run"]["facets"]
 
 
 def test_kafka_to_parquet_names_the_topic_and_the_directory(
@@ -190,9 +204,7 @@ def test_a_failed_query_ends_its_run_as_failed(
 ) -> None:
     from pyspark.errors import StreamingQueryException
 
-    source = tmp_path / "incoming"
-    source.mkdir()
-    (source / "part-1.json").write_text(json.dumps({"id": 1}) + "\n")
+    source = _json_source(tmp_path, {"id": 1})
 
     def fail(batch: Any, batch_id: int) -> None:
         raise ValueError("this batch cannot be written")
@@ -237,3 +249,53 @@ def test_a_stream_into_an_iceberg_table_names_the_table(
     assert datasets(run[-1], "inputs") == [("file", str(source))]
     assert datasets(run[-1], "outputs") == [("file", str(iceberg_dir / "hadoop_warehouse" / "db" / "streamed"))]
     assert "extractionError" not in run[-1]["run"]["facets"]
+
+
+def _foreach_batch_writes(spark: Any, stream: Any, out: str, tmp_path: Path) -> None:
+    """Run ``stream`` over what its source holds now, each batch appended to parquet at ``out`` by a
+    foreachBatch function."""
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.write.mode("append").parquet(out)
+
+    stream.writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(
+        availableNow=True
+    ).start().awaitTermination(120)
+
+
+def test_a_foreach_batch_write_reads_the_directory_of_a_file_stream(
+    spark: Any, lineage: Any, receiver: LineageReceiver, tmp_path: Path
+) -> None:
+    source = _json_source(tmp_path, {"id": 1})
+    out = str(tmp_path / "from_files")
+    _foreach_batch_writes(spark, spark.readStream.schema("id long").json(str(source)), out, tmp_path)
+    assert lineage.flush(60)
+
+    writes = [e for e in query_events(receiver.events) if e["job"]["name"].endswith("_from_files")]
+    assert run_ends([e["eventType"] for e in writes]) == ("START", "COMPLETE")
+    for event in writes:
+        assert datasets(event, "inputs") == [("file", str(source))]
+        assert datasets(event, "outputs") == [("file", out)]
+
+
+@pytest.mark.iceberg
+def test_a_foreach_batch_write_reads_the_table_of_an_iceberg_stream(
+    spark: Any, lineage: Any, receiver: LineageReceiver, iceberg_dir: Path, tmp_path: Path
+) -> None:
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS hcat.db")
+    spark.sql("CREATE TABLE hcat.db.stream_source (id BIGINT) USING iceberg")
+    out = str(tmp_path / "from_iceberg")
+    try:
+        spark.sql("INSERT INTO hcat.db.stream_source VALUES (1), (2)")
+        _foreach_batch_writes(spark, spark.readStream.format("iceberg").load("hcat.db.stream_source"), out, tmp_path)
+        assert lineage.flush(60)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS hcat.db.stream_source")
+
+    table = ("file", str(iceberg_dir / "hadoop_warehouse" / "db" / "stream_source"))
+    run = _only_stream(receiver.events)
+    assert datasets(run[-1], "inputs") == [table], run[-1]["run"]["facets"].get("extractionError")
+    writes = [e for e in query_events(receiver.events) if e["job"]["name"].endswith("_from_iceberg")]
+    assert run_ends([e["eventType"] for e in writes]) == ("START", "COMPLETE")
+    assert datasets(writes[-1], "inputs") == [table]
+    assert datasets(writes[-1], "outputs") == [("file", out)]

@@ -513,21 +513,49 @@ def stream_files_to_parquet(spark: Any, workspace: Workspace) -> None:
     _until_caught_up(stream.writeStream.format("parquet").option("path", workspace.out("streamed")), workspace, "files")
 
 
-@needs_kafka
-def stream_kafka_to_kafka(spark: Any, workspace: Workspace) -> None:
-    _kafka_topic(spark, workspace, "parity_stream_in")
+def _kafka_stream(spark: Any, workspace: Workspace, topic: str) -> Any:
+    """A stream of ``topic`` from its start, once ``t1`` was written to it."""
+    _kafka_topic(spark, workspace, topic)
     assert workspace.kafka_servers is not None
-    stream = (
+    return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", workspace.kafka_servers)
-        .option("subscribe", "parity_stream_in")
+        .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .load()
-        .selectExpr("key", "value")
     )
+
+
+@needs_kafka
+def stream_kafka_to_kafka(spark: Any, workspace: Workspace) -> None:
+    stream = _kafka_stream(spark, workspace, "parity_stream_in").selectExpr("key", "value")
     sink = (
         stream.writeStream.format("kafka")
         .option("kafka.bootstrap.servers", workspace.kafka_servers)
         .option("topic", "parity_stream_out")
     )
     _until_caught_up(sink, workspace, "kafka")
+
+
+def _foreach_batch_to_parquet(stream: Any, workspace: Workspace, name: str) -> None:
+    """Each batch of ``stream`` appended to parquet at ``out/<name>`` by a foreachBatch function."""
+    out = workspace.out(name)
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.write.mode("append").parquet(out)
+
+    _until_caught_up(stream.writeStream.foreachBatch(write), workspace, name)
+
+
+@needs_kafka
+def stream_kafka_foreach_batch(spark: Any, workspace: Workspace) -> None:
+    stream = _kafka_stream(spark, workspace, "parity_batched_in").selectExpr("CAST(value AS STRING) AS value")
+    _foreach_batch_to_parquet(stream, workspace, "kafka_batched")
+
+
+@scenario
+def stream_files_foreach_batch(spark: Any, workspace: Workspace) -> None:
+    source = workspace.base / "batched_incoming"
+    source.mkdir(parents=True, exist_ok=True)
+    (source / "part-1.json").write_text('{"a": 1, "b": "ann"}\n')
+    _foreach_batch_to_parquet(spark.readStream.schema("a int, b string").json(str(source)), workspace, "files_batched")

@@ -18,7 +18,8 @@ from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder, job_details_facet, running_moments
 from spark_lineage.facets import PRODUCER, SparkJobDetailsRunFacet
 from spark_lineage.handlers.relations import HadoopFsRelationHandler
-from spark_lineage.jvm.listener import PendingSqlJob, read_sql_job
+from spark_lineage.jvm.listener import PendingSqlJob, read_micro_batch_jobs, read_sql_job
+from spark_lineage.jvm.wire import ITEM_SEP, JobMarker, micro_batch_key
 from spark_lineage.lineage import AnalysisContext
 from spark_lineage.plan import CapturedNode, QueryJob, RddJobEnd, RddJobStart, SparkJobDetails, SqlJobEnd, SqlJobStart
 from spark_lineage.query_jobs import QueryJobLog
@@ -44,10 +45,15 @@ def _documents(events: list[Any]) -> list[dict[str, Any]]:
 
 
 def test_the_listener_texts_read_as_job_starts_and_ends() -> None:
-    start = read_sql_job(PendingSqlJob(SEP.join(["12", "1700000000123", "nightly load", UNSET, "csv at x.py:3", "42"])))
+    text = SEP.join(["12", "1700000000123", "nightly load", UNSET, "csv at x.py:3", UNSET, "42"])
+    start = read_sql_job(PendingSqlJob(text))
     assert start == SqlJobStart(42, 1_700_000_000_123, SparkJobDetails(12, "nightly load", None, "csv at x.py:3"))
     # The execution was over before the listener thread reached the job: no query to file it under.
-    assert read_sql_job(PendingSqlJob(SEP.join(["3", "5", UNSET, UNSET, UNSET, ""]))).query_id is None  # type: ignore[union-attr]
+    unfiled = SEP.join(["3", "5", UNSET, UNSET, UNSET, UNSET, ""])
+    assert read_sql_job(PendingSqlJob(unfiled)).query_id is None  # type: ignore[union-attr]
+    # A foreachBatch function's job names its streaming query.
+    streamed = read_sql_job(PendingSqlJob(SEP.join(["4", "5", UNSET, UNSET, UNSET, "5f1c-query", "43", "9"])))
+    assert streamed == SqlJobStart(43, 5, SparkJobDetails(4, streaming_query="5f1c-query"), execution_id=9)
     succeeded = PendingSqlJob(SEP.join(["12", "1700000000456", "org.apache.spark.scheduler.JobSucceeded$"]))
     assert read_sql_job(succeeded) == SqlJobEnd(12, 1_700_000_000_456, True)
     failed = PendingSqlJob(SEP.join(["12", "1700000000456", "org.apache.spark.scheduler.JobFailed"]))
@@ -79,8 +85,19 @@ def test_a_job_reached_after_its_execution_ended_is_filed_under_the_query_of_its
     log.record(SqlJobStart(None, 300, SparkJobDetails(90), execution_id=41))  # no job of 41 reached in time
     log.record(SqlJobEnd(77, 250, True))
     assert log.take(7) == (QueryJob(SparkJobDetails(75), 100), QueryJob(SparkJobDetails(77), 200, 250, True))
-    text = SEP.join(["77", "200", UNSET, UNSET, UNSET, "", "40"])
+    text = SEP.join(["77", "200", UNSET, UNSET, UNSET, UNSET, "", "40"])
     assert read_sql_job(PendingSqlJob(text)) == SqlJobStart(None, 200, SparkJobDetails(77), execution_id=40)
+
+
+def test_a_micro_batch_s_jobs_are_complete_once_its_end_was_filed_after_them() -> None:
+    start = SEP.join(["5", "100", "batch = 0", "run-1", "start at x.py:9", "query-1", micro_batch_key("run-1", 0), "3"])
+    end = SEP.join(["5", "150", "org.apache.spark.scheduler.JobSucceeded$"])
+    details = SparkJobDetails(5, "batch = 0", "run-1", "start at x.py:9", "query-1")
+    assert read_micro_batch_jobs(start + ITEM_SEP) == ((QueryJob(details, 100),), False)
+    joined = ITEM_SEP.join([start, end, JobMarker.BATCH_END.value, ""])
+    assert read_micro_batch_jobs(joined) == ((QueryJob(details, 100, 150, True),), True)
+    assert read_micro_batch_jobs(None) == ((), False)
+    assert micro_batch_key("run-1", 12) == "run-1/12"
 
 
 def test_running_moments_are_each_job_start_and_the_first_job_end() -> None:

@@ -3,6 +3,7 @@ micro-batch actions are reported, and the runs a query's events turn into, from 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -10,14 +11,23 @@ import pytest
 from openlineage.client.event_v2 import RunEvent
 from openlineage.client.serde import Serde
 
-from spark_lineage import activation, analysis
+from spark_lineage import activation, analysis, naming
 from spark_lineage import session as session_module
 from spark_lineage.config import LineageConfig
 from spark_lineage.events import EventBuilder
 from spark_lineage.jvm import PendingQuery, PendingStreamEvent, QueryListener, StreamEventKind, StreamStarted
 from spark_lineage.jvm.streaming import StreamTerminated
-from spark_lineage.lineage import AnalysisContext
-from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode, Opaque, SessionInfo
+from spark_lineage.lineage import AnalysisContext, DatasetLineage
+from spark_lineage.plan import (
+    CapturedNode,
+    CapturedQuery,
+    CatalystNode,
+    Opaque,
+    QueryJob,
+    RddRecord,
+    SessionInfo,
+    SparkJobDetails,
+)
 from spark_lineage.process import PROCESS
 from spark_lineage.streaming import MicroBatch, StreamTracker
 from spark_lineage.worker import ErrorLog
@@ -133,14 +143,50 @@ def test_foreach_batch_and_console_sinks_write_no_dataset_and_no_error() -> None
 
 
 def test_another_v2_stream_is_not_reported_and_says_so() -> None:
-    stream = CapturedNode("org.apache.iceberg.spark.source.SparkMicroBatchStream")
+    stream = CapturedNode("org.apache.spark.sql.execution.streaming.sources.RateStreamMicroBatchStream")
     source = _node("org.apache.spark.sql.execution.datasources.v2.StreamingDataSourceV2Relation", {"stream": stream})
     sink = CapturedNode("org.apache.spark.sql.execution.streaming.FileStreamSink", {"path": "file:/out"})
     assert _lineage(_file_sink(source, sink)) == (
         [],
         [("file", "/out")],
-        ["a SparkMicroBatchStream streaming source: its input is not reported"],
+        ["a RateStreamMicroBatchStream streaming source: its input is not reported"],
     )
+
+
+@pytest.mark.parametrize("with_table", [False, True], ids=["spark-3.5", "spark-4.x"])
+def test_an_iceberg_stream_reads_its_table_as_a_batch_read_names_it(with_table: bool) -> None:
+    """Spark keeps no catalog or identifier for a stream loaded by name; the stream's table name has both. On 3.5
+    the relation holds no table: the catalog's warehouse gives the location."""
+    stream = CapturedNode("org.apache.iceberg.spark.source.SparkMicroBatchStream", {"table": "hcat.db.events"})
+    props: dict[str, Any] = {"stream": stream}
+    if with_table:
+        location = "/data/tables/db/events"
+        props["table"] = CapturedNode("org.apache.iceberg.spark.source.SparkTable", {"location": location})
+    source = _node("org.apache.spark.sql.execution.datasources.v2.StreamingDataSourceV2ScanRelation", props)
+    sink = CapturedNode("org.apache.spark.sql.execution.streaming.FileStreamSink", {"path": "file:/out"})
+    query = CapturedQuery(func_name="micro_batch", start_ms=0, end_ms=0, tree=_file_sink(source, sink))
+    conf = {"spark.sql.catalog.hcat": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.catalog.hcat.type": "hadoop"}
+    conf["spark.sql.catalog.hcat.warehouse"] = "file:/data/warehouse"
+    session = dataclasses.replace(SESSION, conf=conf)
+    lineage = analysis.analyze(query, AnalysisContext(session=session))
+    location = "/data/tables/db/events" if with_table else "/data/warehouse/db/events"
+    assert [(d.identifier.namespace, d.identifier.name) for d in lineage.inputs] == [("file", location)]
+    assert lineage.errors == []
+
+
+def test_an_rdd_leaf_of_a_foreach_batch_query_reads_the_stream_s_sources() -> None:
+    """The batch DataFrame of a foreachBatch function is an RDD of the micro-batch's plan: it reads what the
+    stream reads. Elsewhere an RDD leaf reads what its RDDs read, a Delta log never."""
+    read = ("file:/data/_delta_log/00000.json", "file:/data/in/part-0.parquet")
+    files = RddRecord(1, "org.apache.spark.sql.execution.datasources.FileScanRDD", paths=read, files=frozenset(read))
+    leaf = _node("org.apache.spark.sql.execution.LogicalRDD", {"rdd": (files,)})
+    query = CapturedQuery(func_name="save", start_ms=0, end_ms=0, tree=leaf)
+    assert [d.identifier.name for d in analysis.analyze(query, AnalysisContext(session=SESSION)).inputs] == ["/data/in"]
+    topic = DatasetLineage(naming.DatasetIdentifier(KAFKA, "orders"))
+    ctx = AnalysisContext(session=SESSION, stream_sources=[topic])
+    assert [(d.identifier.namespace, d.identifier.name) for d in analysis.analyze(query, ctx).inputs] == [
+        (KAFKA, "orders")
+    ]
 
 
 def test_the_nested_write_of_a_micro_batch_is_not_reported_again() -> None:
@@ -188,13 +234,22 @@ class _FakeStreams:
     def last_execution(self, query: Any) -> Any:
         return "incremental execution"
 
+    def batch_jobs(self, run_id: str, batch_id: int, wait_seconds: float) -> tuple[QueryJob, ...]:
+        """One Spark job per micro-batch, as Spark describes a micro-batch's jobs."""
+        details = SparkJobDetails(10 + batch_id, f"id = q-1\nrunId = {run_id}\nbatch = {batch_id}", run_id)
+        return (QueryJob(details, 1767323106010, 1767323106040, True),)
+
 
 class _FakeBridge:
     def __init__(self, handle: Any = "query handle") -> None:
         self.streams = _FakeStreams(handle)
 
 
-def _track(handle: Any, *steps: tuple[StreamEventKind, Any]) -> list[dict[str, Any]]:
+def _track(
+    handle: Any, *steps: tuple[StreamEventKind, Any], sources_asked: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """The events of ``steps``; ``sources_asked``: where the sources of ``q-1`` are put, asked (as a
+    foreachBatch function's query asks them) after each step."""
     delivered: list[RunEvent] = []
     tree = _kafka_sink(_kafka_source({"orders": {"0": 4}}), **{"kafka.bootstrap.servers": SERVERS, "topic": "copy"})
     captured: list[PendingQuery] = []
@@ -213,6 +268,8 @@ def _track(handle: Any, *steps: tuple[StreamEventKind, Any]) -> list[dict[str, A
     )
     for kind, event in steps:
         tracker.handle(PendingStreamEvent(kind, event, 1767323100000))
+        if sources_asked is not None:
+            sources_asked.append(tracker.sources("q-1"))
     assert all(p.plans == ("analyzed",) for p in captured)
     assert len(captured) <= 1, "a query's plan is read once"
     events = [json.loads(Serde.to_json(event)) for event in delivered]
@@ -225,6 +282,7 @@ def _progress(batch_id: int, rows: int) -> str:
     return json.dumps(
         {
             "id": "q-1",
+            "runId": "r-1",
             "batchId": batch_id,
             "timestamp": "2026-01-02T03:04:06.000Z",
             "durationMs": {"addBatch": 30, "triggerExecution": 50},
@@ -246,15 +304,43 @@ def test_a_query_is_a_run_and_each_micro_batch_a_run_under_it() -> None:
     assert query[0]["inputs"] == query[0]["outputs"] == []
     assert {e["job"]["facets"]["jobType"]["jobType"] for e in query} == {"STREAMING_QUERY"}
     batches = [e for e in events if e["job"]["name"] == "app.write_to_data_source_v2"]
-    assert [e["eventType"] for e in batches] == ["START", "COMPLETE"] * 2
+    # Each micro-batch as openlineage-spark reports it: RUNNING as its Spark job starts and as the job ends.
+    assert [e["eventType"] for e in batches] == ["START", "RUNNING", "RUNNING", "COMPLETE"] * 2
+    assert [e["run"]["facets"]["spark_jobDetails"]["jobDescription"] for e in batches[1::4]] == [
+        "id = q-1\nrunId = r-1\nbatch = 0",
+        "id = q-1\nrunId = r-1\nbatch = 1",
+    ]
+    assert [e["run"]["facets"]["spark_jobDetails"]["jobId"] for e in batches[1::4]] == [10, 11]
     assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in batches} == {query[0]["run"]["runId"]}
     assert {e["run"]["facets"]["parent"]["root"]["run"]["runId"] for e in batches} == {
         "01930000-0000-7000-8000-000000000000"
     }
-    assert [e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for e in batches[1::2]] == [4, 2]
+    assert [e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for e in batches[3::4]] == [4, 2]
     for event in [*query[1:], *batches]:
         assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [(KAFKA, "orders")]
         assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [(KAFKA, "copy")]
+
+
+def test_a_foreach_batch_query_asks_the_sources_before_the_first_progress_and_the_run_still_names_them() -> None:
+    asked: list[Any] = []
+    events = _track(
+        "query handle",
+        (StreamEventKind.STARTED, None),
+        (StreamEventKind.PROGRESS, _progress(0, 4)),
+        (StreamEventKind.TERMINATED, None),
+        sources_asked=asked,
+    )
+    # Asked after the start (the plan is read then, once), after the batch, and after the end (remembered).
+    assert [[source.identifier.name for source in sources] for sources in asked] == [["orders"]] * 3
+    query = [e for e in events if e["job"]["name"] == "app.streaming_query"]
+    assert [e["eventType"] for e in query] == ["START", "RUNNING", "COMPLETE"]
+    assert [d["name"] for d in query[1]["inputs"]] == ["orders"]
+
+
+def test_the_sources_of_a_query_started_before_lineage_was_on_are_unknown() -> None:
+    asked: list[Any] = []
+    _track("query handle", (StreamEventKind.PROGRESS, _progress(0, 1)), sources_asked=asked)
+    assert asked == [None]
 
 
 def test_a_failed_query_ends_its_run_as_failed_with_the_error() -> None:
