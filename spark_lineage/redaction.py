@@ -348,8 +348,13 @@ def protect_logs(redactor: Redactor) -> None:
 
         def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record: logging.LogRecord = previous(*args, **kwargs)
-            if record.name.startswith(PROTECTED_LOGGERS):
-                _redact_record(record)
+            # logging.makeLogRecord (structlog's formatter, Airflow's) makes a record with no name, then fills
+            # it: a record factory must never fail the logging call that made it.
+            try:
+                if isinstance(record.name, str) and record.name.startswith(PROTECTED_LOGGERS):
+                    _redact_record(record)
+            except Exception:  # noqa: BLE001 - the record as it was made
+                pass
             return record
 
         logging.setLogRecordFactory(make_record)

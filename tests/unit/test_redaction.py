@@ -236,6 +236,19 @@ def test_log_records_are_redacted_at_every_level(caplog: pytest.LogCaptureFixtur
     assert any(f"failed with {REDACTED}" in (record.exc_text or "") for record in caplog.records)
 
 
+def test_a_record_made_from_a_dict_as_structlog_makes_one_is_made_and_ours_are_still_redacted() -> None:
+    """``logging.makeLogRecord`` (structlog's formatter calls it for every line: an Airflow task's logs) asks the
+    record factory for a record with no name, then fills it in: the factory must make it."""
+    redactor = Redactor()
+    redactor.learn(["dict-planted-key"])
+    protect_logs(redactor)
+    made = logging.makeLogRecord({"name": "spark_lineage", "msg": "a line", "levelno": logging.INFO})
+    assert (made.name, made.getMessage()) == ("spark_lineage", "a line")
+    logger = logging.getLogger("spark_lineage")
+    record = logger.makeRecord("spark_lineage", logging.INFO, __file__, 1, "key dict-planted-key", (), None)
+    assert record.getMessage() == f"key {REDACTED}"
+
+
 def test_a_formatter_that_reads_the_exception_itself_sees_no_secret() -> None:
     """PySpark 4's JSON formatter formats ``exc_info`` itself, not the ``exc_text`` a record carries."""
     redactor = Redactor()
