@@ -121,7 +121,7 @@ class _HeldSender:
     def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         return False
 
-    def close(self, timeout: float | None) -> bool:
+    def close(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         return False
 
     def after_stop(self, action: Callable[[], object]) -> None:
@@ -279,7 +279,10 @@ class Delivery:
         if not self.enabled:
             self.spool.close()
             return True
-        delivered = self.sender.close(timeout)
+        # What waits on disk is safe: a backend that refuses is not waited for (a replay, or the next process's
+        # sender, delivers it). What only memory holds is waited for, within the timeout.
+        on_disk_only = self.spool.pending_in_memory(self.destination) == 0
+        delivered = self.sender.close(timeout, past_refusals=not on_disk_only)
         fates = self.spool.fates()
         self.sender.after_stop(self.spool.close)
         level, line = fates_line(

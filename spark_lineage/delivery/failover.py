@@ -399,6 +399,17 @@ class FailoverSpool:
             jobs.update(part.jobs)
         return Pending(count, tuple(sorted(jobs)), size)
 
+    def pending_in_memory(self, destination: str | None = None) -> int:
+        """How many of the events waiting to be sent are held in memory only (the disk failed, or the spool is
+        off): those are lost if the process ends before they are sent."""
+        with self._lock:
+            stores = [store for store in self._stores if store.kind is StoreKind.MEMORY and store.readable]
+        count = 0
+        for store in stores:
+            with contextlib.suppress(Exception):  # counted as held in memory: waited for, to be safe
+                count += store.spool.pending(destination).count
+        return count
+
     def destinations(self) -> dict[str, str | None]:
         """Every destination with events waiting on a disk that can be read, and the settings kept for it."""
         found: dict[str, str | None] = {}

@@ -266,13 +266,13 @@ class Sender:
                 self._progress.wait(min(remaining, wait) if remaining is not None else wait)
         return True
 
-    def close(self, timeout: float | None) -> bool:
+    def close(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         """Flush within ``timeout``, then stop. Returns whether everything was delivered. The events this
         sender leased go back to the spool at once, except those still in the middle of their send: each stays
         leased until its request's timeout, so that no other sender (a replay, the next ``enable()``) sends a
         copy while the backend may still be taking it. Once this process has ended, a replay sends them at
-        once (at least once)."""
-        delivered = self.flush(timeout)
+        once (at least once). ``past_refusals``: see :meth:`flush`."""
+        delivered = self.flush(timeout, past_refusals=past_refusals)
         self._stop()
         deadline = time.monotonic() + JOIN_SECONDS
         for lane in self._lanes:
@@ -476,14 +476,21 @@ class Sender:
                 self.spool.release([event.id for batch, _ in handed for event in batch], lane.owner)
             except Exception:  # the leases run out in their time, and the events go then
                 log.debug("spark_lineage: handed events could not be given back", exc_info=True)
+                return
+            # Nobody else knows they wait now: the lane that sends, or the next to find nothing, leases them (they
+            # waited for the idle poll, up to 5 s, when a handoff met a lane that was not to send).
+            with self._lock:
+                self._wake_one()
 
     def _wait_for_work(self, lane: Lane) -> None:
         """Wait for :meth:`wake`, :meth:`hand`, another lane's find, or the idle poll; at once if a wake went
-        unclaimed or a batch was handed to the lane while it was busy."""
+        unclaimed (and the lane may send) or a batch was handed to the lane while it was busy."""
         with self._lock:
             if lane.handed:
                 return
-            if self._unclaimed_wake:
+            # Left for a lane that may send (the one sending, once done): one that may not would only look and
+            # find nothing it may send.
+            if self._unclaimed_wake and self._sending_lanes < self._open_lanes:
                 self._unclaimed_wake = False
                 return
             lane.wake.clear()

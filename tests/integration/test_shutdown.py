@@ -159,6 +159,46 @@ def test_sigterm_ends_the_application_run_even_with_the_backend_down(
     _assert_whole_runs_and_a_failed_application(receiver, "the application was terminated by SIGTERM")
 
 
+REFUSED_JOB = """
+import sys
+from pyspark.sql import SparkSession
+import spark_lineage
+
+spark = SparkSession.builder.master("local[1]").appName("Exit Job").config("spark.ui.enabled", "false").getOrCreate()
+# An hour to deliver at the end: a stop that waited for the refusing backend would outlast the test.
+spark_lineage.enable(spark, transport={"type": "http", "url": sys.argv[1]}, python={"shutdownTimeoutSeconds": 3600})
+spark.range(4).write.parquet(sys.argv[2])
+spark.stop()
+"""
+
+
+@pytest.mark.once
+def test_a_refusing_backend_costs_the_stop_no_wait_when_everything_is_spooled(
+    tmp_path: Path, receiver: LineageReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every event is on disk: spark.stop() does not wait for a backend that refuses connections (nor its
+    backoff), however long python.shutdownTimeoutSeconds allows; the end line says what a replay delivers."""
+    receiver.stop()
+    spool = tmp_path / "spool"
+    monkeypatch.setenv("SPARK_LINEAGE_SPOOL_DIR", str(spool))
+    script = tmp_path / "job.py"
+    script.write_text(REFUSED_JOB)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    result = subprocess.run(
+        [sys.executable, str(script), receiver.url, str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "6 lineage events: 0 delivered, 6 spooled for replay, 0 lost" in result.stderr, result.stderr[-3000:]
+    _replay_all(receiver, spool)
+    start, end = app_events(receiver.events)
+    assert (start["eventType"], end["eventType"]) == ("START", "COMPLETE")
+
+
 def _replay_all(receiver: LineageReceiver, spool: Path) -> None:
     """With the backend back, replay the spool of a job that sent nothing: its 6 events."""
     assert receiver.events == []

@@ -526,6 +526,40 @@ def test_a_batch_handed_to_a_lane_of_a_paused_destination_goes_back_to_the_spool
         receiver.close()
 
 
+def test_a_batch_handed_to_a_lane_that_may_not_send_now_goes_back_and_the_sending_lane_looks_again(
+    tmp_path: Path,
+) -> None:
+    """Another lane took the one open slot between the handoff and this lane's turn (a wake, the idle poll): the
+    lane gives the batch back, and the lane that sends looks for it when it is done, rather than the batch waiting
+    for a lane's idle poll (up to 5 s: a close with a shorter timeout then tried nothing)."""
+    spool = Spool(tmp_path)
+    receiver = LineageReceiver()
+    sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog(), concurrency=4)
+    try:
+        _idle(sender)
+        handoff = sender.offer()
+        assert handoff is not None
+        asked = time.time()
+        stored = spool.put_all(DESTINATION, _payloads(_query(1)), handoff)
+        with sender._lock:
+            sender._sending_lanes += 1  # as a lane woken meanwhile, sending now, would have
+        sender.hand(handoff, stored.leased, asked)
+        deadline = time.monotonic() + 30
+        while spool.held_by(handoff.owner) or not sender._unclaimed_wake:
+            # Without the wake, the sending lane, once done, found nothing that told it the batch waits.
+            assert time.monotonic() < deadline, (spool.held_by(handoff.owner), sender._unclaimed_wake)
+            time.sleep(0.01)
+        _idle(sender)
+        assert sender._unclaimed_wake, "taken by a lane that may not send"
+        with sender._lock:
+            sender._sending_lanes -= 1
+        assert sender.flush(30)
+        assert [event["job"]["name"] for event in receiver.events] == ["job_1"] * 6
+    finally:
+        sender.close(0)
+        receiver.close()
+
+
 def test_a_failover_spool_hands_off_from_its_one_store_only(tmp_path: Path) -> None:
     """The disk spool hands a batch off (with the ids the sender gives back); once the disk is full and events go
     on in memory after what it holds, none is: the order between the stores is the lease's to keep. A spool in
@@ -631,3 +665,14 @@ def test_a_held_delivery_spools_every_event_and_waits_for_no_send(
         f"default/job_1) were not delivered to {HELD_DESTINATION} and wait in {tmp_path / 'spool'}: deliver them "
         f"with: {replay}",
     ]
+
+
+def test_closing_waits_for_no_refusing_backend_when_every_event_is_on_disk(tmp_path: Path) -> None:
+    """No timeout at all: a close that waited for the refusing backend (or its backoff) would never return."""
+    spool = FailoverSpool(tmp_path / "spool")
+    delivery = Delivery(
+        OpenLineageClient(transport=_http(f"http://127.0.0.1:{free_port()}")), spool, ErrorLog(), Redactor()
+    )
+    delivery.submit_all(_query(1))
+    assert delivery.close(None) is False
+    assert Spool(tmp_path / "spool").pending().count == 6  # all there for a replay
