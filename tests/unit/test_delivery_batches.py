@@ -27,7 +27,7 @@ from spark_lineage.delivery import Delivery, FailoverSpool, prepare
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
-from spark_lineage.delivery.spool import Handoff, Spool, SpooledEvent
+from spark_lineage.delivery.spool import Handoff, Spool, SpooledEvent, StoredAll
 from spark_lineage.redaction import Redactor
 from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
@@ -499,6 +499,16 @@ def test_the_spool_hands_off_only_what_a_lease_would_take_at_once(tmp_path: Path
     assert len(alone.leased) == 7  # a lane alone takes runs and barriers together, as its lease would
 
 
+def _handed_off(sender: Sender, spool: Spool) -> tuple[Handoff, StoredAll, float]:
+    """A query spooled with the handoff of ``sender``'s idle lanes (all idle first), not yet handed: the handoff,
+    what the spool stored, and when it was asked."""
+    _idle(sender)
+    handoff = sender.offer()
+    assert handoff is not None
+    asked = time.time()
+    return handoff, spool.put_all(DESTINATION, _payloads(_query(1)), handoff), asked
+
+
 def test_a_batch_handed_to_a_lane_of_a_paused_destination_goes_back_to_the_spool(tmp_path: Path) -> None:
     """The destination paused between the handoff and the lane's turn (a send failed): the lane sends nothing
     and gives the batch back, so the spool leases it again once the pause is over."""
@@ -506,11 +516,7 @@ def test_a_batch_handed_to_a_lane_of_a_paused_destination_goes_back_to_the_spool
     receiver = LineageReceiver()
     sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog(), backoff=Backoff(first=30, most=30))
     try:
-        _idle(sender)
-        handoff = sender.offer()
-        assert handoff is not None
-        asked = time.time()
-        stored = spool.put_all(DESTINATION, _payloads(_query(1)), handoff)
+        handoff, stored, asked = _handed_off(sender, spool)
         assert spool.held_by(handoff.owner) == stored.ids
         sender._backoff.failed()  # as a send of another lane would have
         sender.hand(handoff, stored.leased, asked)
@@ -536,11 +542,7 @@ def test_a_batch_handed_to_a_lane_that_may_not_send_now_goes_back_and_the_sendin
     receiver = LineageReceiver()
     sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog(), concurrency=4)
     try:
-        _idle(sender)
-        handoff = sender.offer()
-        assert handoff is not None
-        asked = time.time()
-        stored = spool.put_all(DESTINATION, _payloads(_query(1)), handoff)
+        handoff, stored, asked = _handed_off(sender, spool)
         with sender._lock:
             sender._sending_lanes += 1  # as a lane woken meanwhile, sending now, would have
         sender.hand(handoff, stored.leased, asked)
