@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_spark_submit import spark_submit
-from tests.support import LineageReceiver, app_events, datasets, only_run
+from tests.support import LineageReceiver, app_events, datasets, only_run, runs_by_job
 
 pytestmark = pytest.mark.spark
 
@@ -35,6 +35,33 @@ def test_a_dataframe_over_a_text_file_rdd_reads_its_directory(
     assert "extractionError" not in complete["run"]["facets"]
     _, complete = only_run(receiver.events, "data_from_one_file")
     assert datasets(complete, "inputs") == [("file", str(lines))]
+
+
+@pytest.mark.iceberg
+def test_an_iceberg_append_from_an_rdd_names_its_input_on_every_event(
+    spark: Any, lineage: Any, receiver: LineageReceiver, data_dir: Path, iceberg_dir: Path
+) -> None:
+    """openlineage-spark's own integration test of this case expects the RDD's input on START too: every event of
+    the run is built from the one finished query here."""
+    lines = data_dir / "rows"
+    lines.mkdir()
+    (lines / "part-1.txt").write_text("1,a\n2,b\n")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS hcat.db")
+    spark.sql("CREATE TABLE hcat.db.from_rdd (a INT, b STRING) USING iceberg")
+    try:
+        rows = (
+            spark.sparkContext.textFile(str(lines)).map(lambda line: line.split(",")).map(lambda p: (int(p[0]), p[1]))
+        )
+        spark.createDataFrame(rows, "a int, b string").writeTo("hcat.db.from_rdd").append()
+        assert lineage.flush(60)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS hcat.db.from_rdd")
+    (run,) = runs_by_job(receiver.events, "append_data.hcat_db_from_rdd")
+    assert [e["eventType"] for e in run] == ["START", "RUNNING", "RUNNING", "COMPLETE"]
+    table = ("file", str(iceberg_dir / "hadoop_warehouse" / "db" / "from_rdd"))
+    assert {(tuple(datasets(e, "inputs")), tuple(datasets(e, "outputs"))) for e in run} == {
+        ((("file", str(lines)),), (table,))
+    }
 
 
 def test_a_dataframe_made_from_a_dataframes_rdd_reads_the_scanned_files(
