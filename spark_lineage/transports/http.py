@@ -5,6 +5,7 @@ wrong url or endpoint, backend error, unreachable)."""
 
 from __future__ import annotations
 
+import inspect
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -43,6 +44,8 @@ _AUTH_SETTINGS = {
     "OAuth2ClientCredentialsTokenProvider": ("auth.clientId", "auth.clientSecret", "auth.tokenEndpoint"),
 }
 """The keys that set each of openlineage-python's token providers, named when the backend refuses them."""
+_BUILT_IN_PROVIDERS = ("api_key", "jwt", "oauth2")
+"""The ``auth.type`` values openlineage-python makes a provider of its own for; any other is a class path."""
 
 
 @register
@@ -75,6 +78,15 @@ class HttpKind(TransportKind):
         if isinstance(auth, Mapping):
             spec["auth"] = _auth(dict(auth), where)
         return spec
+
+    def typed(self, spec: Mapping[str, Any], where: str) -> Config | None:
+        """As every kind's, but a token provider of the user's own (``auth.type`` a class path) is checked as
+        openlineage-python checks it and not made: its constructor runs once, when the transport is made."""
+        auth = spec.get("auth")
+        if isinstance(auth, Mapping) and str(auth.get("type", "")) not in ("", *_BUILT_IN_PROVIDERS):
+            _check_token_provider(str(auth["type"]), where)
+            spec = {**spec, "auth": {}}
+        return super().typed(spec, where)
 
     def describe(self, transport: Transport, inner: list[Destination]) -> Destination:
         # Credentials in the url, url parameter values and header values stay out of the spool; replay gets them
@@ -156,6 +168,22 @@ class AsyncHttpKind(HttpKind):
 
     def check(self, transport: Transport, keys: ConfKeys, probe: Any) -> list[Finding]:
         return super().check(_synchronous(transport), keys, probe)
+
+
+def _check_token_provider(path: str, where: str) -> None:
+    """A ``TokenProvider`` class at ``path``, or a :class:`~spark_lineage.errors.ConfigError` naming the key."""
+    from openlineage.client.transport.http import TokenProvider
+    from openlineage.client.utils import import_from_string
+
+    try:
+        provider = import_from_string(path)
+    except Exception as error:  # noqa: BLE001 - whatever the import raised, said with the key
+        raise ConfigError(f"{where}.auth.type={path!r} cannot be imported ({short_reason(error)}).") from None
+    if not inspect.isclass(provider) or not issubclass(provider, TokenProvider):
+        raise ConfigError(
+            f"{where}.auth.type={path!r} is not a TokenProvider class; accepted: api_key, jwt, oauth2, or the "
+            "dotted path of a subclass of openlineage.client.transport.http.TokenProvider."
+        )
 
 
 def _auth(auth: dict[str, Any], where: str) -> dict[str, Any]:

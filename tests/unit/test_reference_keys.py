@@ -13,6 +13,7 @@ import pytest
 from openlineage.client.dataset.trimmers import DatasetNameTrimmer
 from openlineage.client.event_v2 import RunState
 from openlineage.client.serde import Serde
+from openlineage.client.transport.http import TokenProvider
 
 from spark_lineage import analysis, naming
 from spark_lineage.config import ConfigError, JobOwner, Tag, not_applicable_warnings, resolve, unknown_key_warnings
@@ -304,6 +305,30 @@ def test_jwt_auth_reaches_openlineage_python_with_the_references_keys() -> None:
     assert type(config.create_client().transport.config.auth).__name__ == "JwtTokenProvider"
     with pytest.raises(ConfigError, match=r"transport\.auth\.tokenEndpoint is required when .*auth\.type=jwt"):
         resolve({**http, P + "transport.auth.type": "jwt", P + "transport.auth.apiKey": "k"})
+
+
+class CountedTokenProvider(TokenProvider):
+    """A user's own token provider whose constructor has an effect: it counts its constructions."""
+
+    made = 0
+
+    def __init__(self, config: dict[str, str]) -> None:
+        super().__init__(config)
+        type(self).made += 1
+
+
+def test_a_users_token_provider_is_checked_at_resolve_and_made_once_with_the_transport() -> None:
+    http = {P + "transport.type": "http", P + "transport.url": "http://marquez:5000"}
+    path = f"{__name__}.CountedTokenProvider"
+    CountedTokenProvider.made = 0
+    config = resolve({**http, P + "transport.auth.type": path})
+    assert CountedTokenProvider.made == 0, "resolving the configuration made the provider"
+    assert type(config.create_client().transport.config.auth) is CountedTokenProvider
+    assert CountedTokenProvider.made == 1
+    with pytest.raises(ConfigError, match=r"transport\.auth\.type='no\.such\.Provider' cannot be imported"):
+        resolve({**http, P + "transport.auth.type": "no.such.Provider"})
+    with pytest.raises(ConfigError, match=r"transport\.auth\.type='json\.dumps' is not a TokenProvider class"):
+        resolve({**http, P + "transport.auth.type": "json.dumps"})
 
 
 def test_ssl_context_pem_files_reach_openlineage_python_and_a_java_keystore_is_not_applicable() -> None:
