@@ -41,7 +41,7 @@ from spark_lineage.config import ParentJob
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.jvm import JvmBridge, PendingQuery, PendingStreamEvent, StreamEventKind
 from spark_lineage.lineage import DatasetLineage, QueryLineage
-from spark_lineage.plan import CapturedQuery
+from spark_lineage.plan import CapturedQuery, QueryJob
 from spark_lineage.worker import ErrorLog
 
 MICRO_BATCH = "micro_batch"
@@ -174,20 +174,25 @@ class StreamTracker:
             self._deliver([self._events.stream_event(RunState.RUNNING, pending.at_ms, stream.run, stream.lineage)])
         batch = MicroBatch.from_progress(progress)
         if batch.ran and stream.batch is not None and stream.lineage is not None:
-            run_id = progress.get("runId")
-            jobs = (
-                self._bridge.streams.batch_jobs(str(run_id), batch.batch_id, BATCH_JOBS_WAIT_SECONDS)
-                if self._batch_jobs and run_id
-                else ()
-            )
             query = dataclasses.replace(
                 stream.batch,
                 start_ms=batch.start_ms,
                 end_ms=batch.end_ms,
                 metrics={} if batch.output_rows is None else {"numOutputRows": batch.output_rows},
-                jobs=jobs,
+                jobs=self._jobs_of(progress.get("runId"), batch),
             )
             self._deliver(self._events.query_events(query, stream.lineage, parent=stream.run, streaming=True))
+
+    def _jobs_of(self, run_id: Any, batch: MicroBatch) -> tuple[QueryJob, ...]:
+        """The Spark jobs a micro-batch ran; none when they could not be read (the batch's run is reported
+        anyway, without its RUNNING events)."""
+        if not self._batch_jobs or not run_id:
+            return ()
+        try:
+            return self._bridge.streams.batch_jobs(str(run_id), batch.batch_id, BATCH_JOBS_WAIT_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the batch's run is still reported
+            self._errors.report("reading a micro-batch's Spark jobs", exc)
+            return ()
 
     def _terminated(self, pending: PendingStreamEvent) -> None:
         terminated = self._bridge.streams.terminated(pending.event)

@@ -153,7 +153,7 @@ class JobStartField(IntEnum):
     JOB_ID = 0
     TIME = 1
     DESCRIPTION = 2
-    """``spark.job.description``, and the two below, are the job's properties (:attr:`Separator.UNSET` when
+    """``spark.job.description``, and the three below, are the job's properties (:attr:`Separator.UNSET` when
     unset), in the order of :data:`JOB_PROPERTIES`."""
     GROUP = 3
     CALL_SITE = 4

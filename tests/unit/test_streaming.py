@@ -246,7 +246,11 @@ class _FakeBridge:
 
 
 def _track(
-    handle: Any, *steps: tuple[StreamEventKind, Any], sources_asked: list[Any] | None = None
+    handle: Any,
+    *steps: tuple[StreamEventKind, Any],
+    sources_asked: list[Any] | None = None,
+    bridge: Any = None,
+    errors: ErrorLog | None = None,
 ) -> list[dict[str, Any]]:
     """The events of ``steps``; ``sources_asked``: where the sources of ``q-1`` are put, asked (as a
     foreachBatch function's query asks them) after each step."""
@@ -259,12 +263,12 @@ def _track(
         return CapturedQuery("micro_batch", 0, 0, tree=tree, executed_node="WriteToDataSourceV2")
 
     tracker = StreamTracker(
-        _FakeBridge(handle),  # type: ignore[arg-type]
+        bridge or _FakeBridge(handle),
         EventBuilder(LineageConfig(), SESSION, "01930000-0000-7000-8000-000000000000"),
         capture,
         lambda query: analysis.analyze(query, AnalysisContext(session=SESSION)),
         delivered.extend,
-        ErrorLog(),
+        errors or ErrorLog(),
     )
     for kind, event in steps:
         tracker.handle(PendingStreamEvent(kind, event, 1767323100000))
@@ -341,6 +345,28 @@ def test_the_sources_of_a_query_started_before_lineage_was_on_are_unknown() -> N
     asked: list[Any] = []
     _track("query handle", (StreamEventKind.PROGRESS, _progress(0, 1)), sources_asked=asked)
     assert asked == [None]
+
+
+class _JobsUnreadable(_FakeStreams):
+    def batch_jobs(self, run_id: str, batch_id: int, wait_seconds: float) -> tuple[QueryJob, ...]:
+        raise RuntimeError("the JVM is gone")
+
+
+def test_a_micro_batch_whose_jobs_cannot_be_read_is_still_a_run_and_the_failure_is_said() -> None:
+    bridge = _FakeBridge()
+    bridge.streams = _JobsUnreadable("query handle")
+    errors = ErrorLog()
+    events = _track(
+        "query handle",
+        (StreamEventKind.STARTED, "copy orders"),
+        (StreamEventKind.PROGRESS, _progress(0, 4)),
+        bridge=bridge,
+        errors=errors,
+    )
+    batches = [e for e in events if e["job"]["name"] == "app.write_to_data_source_v2"]
+    assert [e["eventType"] for e in batches] == ["START", "COMPLETE"]
+    assert batches[-1]["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 4
+    assert errors.counts == {"reading a micro-batch's Spark jobs": 1}
 
 
 def test_a_failed_query_ends_its_run_as_failed_with_the_error() -> None:
