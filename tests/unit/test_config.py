@@ -150,6 +150,12 @@ def test_file_transport_location_and_snake_case_overrides(tmp_path: Path) -> Non
         "parentJobName": "a",
         "transport.retry.backoff_factor": 0,
     }, "openlineage-python's own transport settings are passed on as written"
+    named = {"facets": {"spark_unknown": {"disabled": False}, "custom_environment_variables": "[HOME]"}}
+    assert flatten_overrides(named) == {
+        "facets.spark_unknown.disabled": False,
+        "facets.custom_environment_variables": "[HOME]",
+    }, "facets are named as events name them"
+    assert resolve({}, named).facet_enabled("spark_unknown")
     retrying = resolve({}, {"transport": {"type": "http", "url": "http://x", "retry": {"backoff_factor": 0}}})
     assert retrying.transport == {"type": "http", "url": "http://x", "retry": {"backoff_factor": 0}}
     retrying.create_client()
