@@ -15,6 +15,7 @@ from spark_lineage.handlers import handler_for
 from spark_lineage.handlers.registry import plan_inputs, probed
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, QueryLineage
 from spark_lineage.plan import CapturedNode, CapturedQuery, CatalystNode
+from spark_lineage.unknown_nodes import find_unknown
 
 # Roots of plans openlineage-spark does not report: read-only actions (collect, count, show) and
 # session bookkeeping. Kept identical to the reference's SparkNodesFilter and CreateViewFilter.
@@ -106,15 +107,19 @@ def wants_write_metrics(root_class: str) -> bool:
     return handler is not None and handler.reports_write_metrics
 
 
-def analyze(query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageConfig | None = None) -> QueryLineage:
+def analyze(
+    query: CapturedQuery, ctx: AnalysisContext, columns: ColumnLineageConfig | None = None, *, unknown: bool = False
+) -> QueryLineage:
     """The datasets a query read and wrote, and why any of them might be missing; with ``columns``, each
-    output's column lineage too."""
+    output's column lineage too; with ``unknown``, the plan nodes no handler knows (``spark_unknown``)."""
     result = QueryLineage(errors=list(query.capture_errors))
     ctx.errors = result.errors
     ctx.datasets_read = {}
     tree = query.tree
     if tree is None:
         return result
+    if unknown:
+        result.unknown = find_unknown(tree, query.logical_plan)
     handler = handler_for(tree.simple_name)
     root = probed(tree)
     if handler is not None and handler.reported_by_outer_command(root):

@@ -39,11 +39,13 @@ from spark_lineage.delivery.encoding import attrs_field_names, lasting
 from spark_lineage.facets import (
     LOGICAL_PLAN_FACET,
     PRODUCER,
+    UNKNOWN_FACET,
     SparkApplicationDetailsRunFacet,
     SparkJobDetailsRunFacet,
     SparkPropertiesRunFacet,
     environment_properties_facet,
     logical_plan_facet,
+    unknown_facet,
 )
 from spark_lineage.lineage import (
     ColumnLineage,
@@ -234,6 +236,8 @@ class EventBuilder:
         query_facets = dict(run_facets or {})
         if plan is not None:
             query_facets[LOGICAL_PLAN_FACET] = plan
+        if lineage.unknown is not None:
+            query_facets[UNKNOWN_FACET] = unknown_facet(lineage.unknown)
         return self._run_events(
             self.query_job_name(query, lineage),
             job_facets,

@@ -6,13 +6,14 @@ classes, so they stay easy to assert on in tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from spark_lineage.naming import DatasetIdentifier, TableName
-from spark_lineage.plan import SessionInfo
+from spark_lineage.plan import Attribute, SessionInfo
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,25 @@ class DatasetLineage:
         self.column_lineage = self.column_lineage or other.column_lineage
 
 
+@dataclass(frozen=True)
+class UnknownNode:
+    """A plan node no handler knows: what openlineage-spark's ``spark_unknown`` run facet lists of it."""
+
+    description: Mapping[str, Any]
+    """The node as Spark's ``toJSON`` writes it (its class, ``num-children`` and fields), or its class only."""
+    inputs: tuple[Attribute, ...]
+    """The columns it reads (its children's output), with their types where read."""
+    outputs: tuple[Attribute, ...]
+
+
+@dataclass(frozen=True)
+class UnknownNodes:
+    """The plan's root, if no handler knows it, and each of its leaves no handler knows."""
+
+    output: UnknownNode | None
+    inputs: tuple[UnknownNode, ...]
+
+
 @dataclass
 class QueryLineage:
     """The analysis of one query."""
@@ -125,6 +145,8 @@ class QueryLineage:
     """Why some of the query's lineage may be missing; reported in the extraction-error facet."""
     wraps_reported_queries: bool = False
     """The query only ran others that are reported themselves: reported without datasets."""
+    unknown: UnknownNodes | None = None
+    """The plan nodes no handler knows, when the ``spark_unknown`` facet is on and there are any."""
 
 
 @dataclass

@@ -159,10 +159,14 @@ SKIPPED_EXPRESSION = Opaque("$expression")
 
 @dataclass(frozen=True)
 class Attribute:
-    """A column in a plan node's output: its expression id, which is how columns are followed, and name."""
+    """A column in a plan node's output: its expression id, which is how columns are followed, and name; its
+    data type's name (Spark's ``DataType.typeName``: ``integer``, ``decimal(10,2)``, ``array``) and metadata
+    (as JSON) where they were read (for the ``spark_unknown`` facet)."""
 
     expr_id: int
     name: str
+    type: str | None = None
+    metadata: str | None = None
 
 
 TreeValue = Union["CatalystNode", Opaque, str, int, float, bool, None, tuple[Any, ...], list[Any]]
@@ -187,6 +191,9 @@ class CatalystNode:
     expr_id: int | None = None
     is_plan: bool = False
     output: tuple[Attribute, ...] = ()
+    sql: str | None = None
+    """An expression's ``Expression.sql`` (Spark's SQL text of it), read only for the expressions a plan node
+    holds itself, and only when column-lineage descriptions are on."""
     children: tuple[CatalystNode, ...] = ()
     probed: CapturedNode | None = None
     index: int | None = field(default=None, repr=False)
@@ -248,8 +255,12 @@ class CatalystNode:
         out: dict[str, Any] = {"class": self.class_name}
         if self.expr_id is not None:
             out["exprId"] = self.expr_id
+        if self.sql is not None:
+            out["sql"] = self.sql
         if self.is_plan:
-            out["output"] = [[a.expr_id, a.name] for a in self.output]
+            out["output"] = [
+                [a.expr_id, a.name] if a.type is None else [a.expr_id, a.name, a.type, a.metadata] for a in self.output
+            ]
             out["children"] = [_child_position(self, child) for child in self.children]
         out["fields"] = {name: _tree_to_json(value) for name, value in self.fields.items()}
         if self.probed is not None:
@@ -263,8 +274,9 @@ class CatalystNode:
             class_name=data["class"],
             fields=fields,
             expr_id=data.get("exprId"),
+            sql=data.get("sql"),
             is_plan="output" in data,
-            output=tuple(Attribute(int(i), str(n)) for i, n in data.get("output", [])),
+            output=tuple(Attribute(int(a[0]), str(a[1]), *a[2:4]) for a in data.get("output", [])),
             probed=CapturedNode.from_dict(data["probed"]) if data.get("probed") else None,
         )
         if node.probed is not None:

@@ -40,9 +40,10 @@ from spark_lineage.deadline import Deadline
 from spark_lineage.delivery import Delivery, Held, open_spool, undelivered
 from spark_lineage.delivery.console import dataset_label
 from spark_lineage.events import EventBuilder, new_run_id
-from spark_lineage.facets import LOGICAL_PLAN_FACET
+from spark_lineage.facets import LOGICAL_PLAN_FACET, UNKNOWN_FACET
 from spark_lineage.handlers.rdd import add_job_statistics, rdd_job_lineage
 from spark_lineage.jvm import (
+    SHAPE,
     CaptureRules,
     IcebergMetricsReporter,
     JobSink,
@@ -55,6 +56,7 @@ from spark_lineage.jvm import (
     QueryListener,
     SessionSink,
     StreamListener,
+    TreeDetail,
 )
 from spark_lineage.lineage import AnalysisContext, QueryLineage
 from spark_lineage.plan import (
@@ -211,6 +213,8 @@ class LineageRuntime:
             self.stream_worker.submit, f"spark_lineage-streams:{self.session.session_id}"
         )
         columns = config.column_lineage
+        self._unknown_nodes = config.facet_enabled(UNKNOWN_FACET)
+        """Whether queries list the plan nodes no handler knows (the ``spark_unknown`` facet)."""
         read_only_roots = analysis.read_only_roots(self.session.conf)
         self._capture_rules = CaptureRules(
             probes_for=handlers.probes_for,
@@ -223,12 +227,16 @@ class LineageRuntime:
                 denied=config.denied_spark_nodes,
             ),
             wants_metrics=analysis.wants_write_metrics,
-            expressions=columns is not None,
+            detail=TreeDetail(
+                expressions=columns is not None,
+                sql=columns is not None and columns.descriptions,
+                output_types=self._unknown_nodes,
+            ),
             max_plan_chars=columns.max_plan_chars if columns is not None else 0,
-            logical_plan_json=config.facet_enabled(LOGICAL_PLAN_FACET),
+            logical_plan_json=config.facet_enabled(LOGICAL_PLAN_FACET) or self._unknown_nodes,
         )
         self.iceberg_reporter = IcebergMetricsReporter(self.analysis_worker.submit)
-        self._shape_rules = replace(self._capture_rules, expressions=False)
+        self._shape_rules = replace(self._capture_rules, detail=SHAPE)
         self.job_sink = JobSink(self.analysis_worker.submit)
         self.session_sink = SessionSink(self.analysis_worker.submit)
         self.connect = ConnectSessions(self.events, self.session)
@@ -487,7 +495,7 @@ class LineageRuntime:
         """A finished query as plain data (``None``: not reported), recorded when recording is on. Read without
         its expressions when the worker is far behind."""
         waiting = self.analysis_worker.backlog
-        behind = waiting > self.analysis_worker.capacity * _SHAPE_ONLY_BACKLOG and self._capture_rules.expressions
+        behind = waiting > self.analysis_worker.capacity * _SHAPE_ONLY_BACKLOG and self._capture_rules.detail != SHAPE
         try:
             query = self.bridge.capture(pending, self._shape_rules if behind else self._capture_rules)
         except Exception as exc:  # noqa: BLE001 - report the query anyway, with what went wrong
@@ -534,7 +542,7 @@ class LineageRuntime:
 
     def _lineage(self, query: CapturedQuery, context: AnalysisContext) -> QueryLineage:
         try:
-            return analysis.analyze(query, context, self.config.column_lineage)
+            return analysis.analyze(query, context, self.config.column_lineage, unknown=self._unknown_nodes)
         except Exception as exc:  # noqa: BLE001
             self.errors.report("analyzing a query", exc)
             return QueryLineage(errors=[f"analysis failed: {exc!r}"])

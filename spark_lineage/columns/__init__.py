@@ -40,7 +40,7 @@ def attach_column_lineage(
     within the budget, or at all, leaves the outputs without column lineage and says so in ``ctx.errors``."""
     deadline = time.monotonic() + config.budget_millis / 1000
     try:
-        graph = _graph(written or tree, ctx, deadline)
+        graph = _graph(written or tree, ctx, deadline, config.descriptions)
         dataset_sources = graph.dataset_sources()
         for dataset in outputs:
             if dataset.schema is None or len(dataset.schema) > config.schema_size_limit:
@@ -50,7 +50,7 @@ def attach_column_lineage(
             fields = {}
             for name in names:
                 if name in columns:
-                    sources = graph.sources(columns[name])
+                    sources = graph.sources(columns[name], name)
                     if sources:
                         fields[name] = sources
             if not fields:
@@ -66,8 +66,8 @@ def attach_column_lineage(
         ctx.errors.append(f"column lineage failed ({error!r}); the datasets are reported without it")
 
 
-def _graph(tree: CatalystNode, ctx: AnalysisContext, deadline: float) -> ColumnGraph:
-    graph = ColumnGraph(deadline)
+def _graph(tree: CatalystNode, ctx: AnalysisContext, deadline: float, descriptions: bool) -> ColumnGraph:
+    graph = ColumnGraph(deadline, descriptions=descriptions)
     plans = _all_plans(tree)
     for count, node in enumerate(plans):
         rule = rule_for(node)

@@ -7,6 +7,7 @@ which rows there are, has a rule that adds edges to the :class:`~spark_lineage.c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from spark_lineage.columns.expressions import ATTRIBUTES, trace
@@ -19,9 +20,10 @@ from spark_lineage.columns.transformations import (
     JOIN,
     SORT,
     TRANSFORMATION,
+    described,
 )
 from spark_lineage.lineage import Transformation
-from spark_lineage.plan import CatalystNode
+from spark_lineage.plan import CatalystNode, Opaque, simple_class_name
 from spark_lineage.registry import Registry
 
 OperatorRule = Callable[[CatalystNode, ColumnGraph], None]
@@ -37,20 +39,57 @@ def rule_for(node: CatalystNode) -> OperatorRule | None:
     return RULES.get(node.simple_name)
 
 
+JOIN_TYPES = {
+    "Inner": "INNER",
+    "Cross": "CROSS",
+    "LeftOuter": "LEFT OUTER",
+    "RightOuter": "RIGHT OUTER",
+    "FullOuter": "FULL OUTER",
+    "LeftSemi": "LEFT SEMI",
+    "LeftAnti": "LEFT ANTI",
+    "ExistenceJoin": "EXISTENCE",
+}
+"""Spark's ``JoinType.sql`` by the join type's class, for descriptions (the tree holds a join type by its class
+only)."""
+
+
+_PLAIN_NAME = re.compile(r"[a-zA-Z0-9_]+")
+
+
+def quoted(name: str) -> str:
+    """A name as Spark writes it in SQL (``quoteIfNeeded``): as it is when made of letters, digits and ``_``
+    (and not of digits only), else between backticks."""
+    if _PLAIN_NAME.fullmatch(name) and not name.isdigit():
+        return name
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _named(node: CatalystNode, field: str, graph: ColumnGraph) -> None:
-    """Each named expression of a list defines the column with its id."""
+    """Each named expression of a list defines the column with its id (described by its SQL, ``a AS b``, in
+    place of its name as SQL writes it)."""
     for expression in node.nodes(field):
         if expression.expr_id is not None:
-            trace(expression, expression.expr_id, graph)
+            path = described(IDENTITY, graph.text(expression.sql))
+            trace(expression, expression.expr_id, graph, path, graph.text(quoted(str(expression.get("name", "")))))
 
 
-def _whole_result(node: CatalystNode, field: str, graph: ColumnGraph, kind: Transformation) -> None:
-    """The expressions of ``field`` decide the whole result (which rows, in which order, grouped how)."""
+def _whole_result(
+    node: CatalystNode, field: str, graph: ColumnGraph, kind: Transformation, clause: str, separator: str = ", "
+) -> None:
+    """The expressions of ``field`` decide the whole result (which rows, in which order, grouped how);
+    descriptions write them as ``clause`` followed by their SQL (``WHERE ...``, ``GROUP BY a, b``)."""
     expressions = node.nodes(field)
     if expressions:
-        pseudo = graph.new_dataset_node()
-        for expression in expressions:
-            trace(expression, pseudo, graph, kind)
+        texts = [graph.text(expression.sql) for expression in expressions]
+        pseudo = graph.new_dataset_node(clause + separator.join(texts))
+        for expression, text in zip(expressions, texts):
+            trace(expression, pseudo, graph, described(kind, text), text)
+
+
+def _join_type(node: CatalystNode) -> str:
+    kind = node.get("joinType")
+    name = simple_class_name(kind.class_name).rstrip("$") if isinstance(kind, Opaque) else ""
+    return JOIN_TYPES.get(name, name.upper())
 
 
 @operator("Project")
@@ -66,7 +105,7 @@ def _window(node: CatalystNode, graph: ColumnGraph) -> None:
 @operator("Aggregate")
 def _aggregate(node: CatalystNode, graph: ColumnGraph) -> None:
     if not _is_distinct_union(node):
-        _whole_result(node, "groupingExpressions", graph, GROUP_BY)
+        _whole_result(node, "groupingExpressions", graph, GROUP_BY, "GROUP BY ")
     _named(node, "aggregateExpressions", graph)
 
 
@@ -81,17 +120,17 @@ def _is_distinct_union(node: CatalystNode) -> bool:
 
 @operator("Join")
 def _join(node: CatalystNode, graph: ColumnGraph) -> None:
-    _whole_result(node, "condition", graph, JOIN)
+    _whole_result(node, "condition", graph, JOIN, f"{_join_type(node)} JOIN ON ")
 
 
 @operator("Filter")
 def _filter(node: CatalystNode, graph: ColumnGraph) -> None:
-    _whole_result(node, "condition", graph, FILTER)
+    _whole_result(node, "condition", graph, FILTER, "WHERE ")
 
 
 @operator("Sort")
 def _sort(node: CatalystNode, graph: ColumnGraph) -> None:
-    _whole_result(node, "order", graph, SORT)
+    _whole_result(node, "order", graph, SORT, "SORT BY ", ";")
 
 
 @operator("Generate")
@@ -99,10 +138,11 @@ def _generate(node: CatalystNode, graph: ColumnGraph) -> None:
     """Each generated column (``explode``'s values, ``posexplode``'s positions too) is made from every
     argument of the generator."""
     for generator in node.nodes("generator"):
+        path = described(TRANSFORMATION, graph.text(generator.sql))
         for attribute in node.nodes("generatorOutput"):
             if attribute.expr_id is not None:
                 for argument in generator.sub_nodes():
-                    trace(argument, attribute.expr_id, graph, TRANSFORMATION)
+                    trace(argument, attribute.expr_id, graph, path, graph.text(attribute.sql))
 
 
 @operator("Union")
@@ -110,7 +150,12 @@ def _union(node: CatalystNode, graph: ColumnGraph) -> None:
     """A union's columns are, by position, the columns of each of its inputs."""
     for child in node.children:
         for produced, read in zip(node.output, child.output):
-            graph.add_edge(produced.expr_id, read.expr_id, IDENTITY)
+            graph.add_edge(
+                produced.expr_id,
+                read.expr_id,
+                described(IDENTITY, graph.text(quoted(read.name))),
+                graph.text(produced.name),
+            )
 
 
 @operator("Expand")
@@ -120,7 +165,8 @@ def _expand(node: CatalystNode, graph: ColumnGraph) -> None:
     for projection in node.get("projections", []):
         for produced, expression in zip(node.output, projection):
             if isinstance(expression, CatalystNode):
-                trace(expression, produced.expr_id, graph)
+                path = described(IDENTITY, graph.text(expression.sql))
+                trace(expression, produced.expr_id, graph, path, graph.text(produced.name))
 
 
 @operator("InMemoryRelation")
@@ -177,7 +223,7 @@ def _delta_merge(node: CatalystNode, graph: ColumnGraph) -> None:
                 for value in action.sub_nodes():
                     if not value.is_plan:
                         trace(value, written_column, graph)
-    _whole_result(node, "condition", graph, JOIN)
+    _whole_result(node, "condition", graph, JOIN, "MERGE ON ")
 
 
 @operator("UpdateCommand")
@@ -199,7 +245,7 @@ def _delta_delete(node: CatalystNode, graph: ColumnGraph) -> None:
     """Delta's ``DELETE``: the rows it keeps, column for column; its condition decides which."""
     for written, kept in _kept(node):
         graph.add_edge(written, kept, IDENTITY)
-    _whole_result(node, "condition", graph, FILTER)
+    _whole_result(node, "condition", graph, FILTER, "WHERE ")
 
 
 def link_ctes(plans: list[CatalystNode], graph: ColumnGraph) -> None:

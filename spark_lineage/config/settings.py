@@ -83,7 +83,8 @@ class ColumnLineageConfig:
     """``columnLineage.datasetLineageEnabled``: joins, filters, grouping and sorting go into the facet's
     ``dataset`` list (true), or into every field's input fields (false)."""
     descriptions: bool = False
-    """``columnLineage.descriptionsEnabled``: accepted; descriptions are not produced (they stay empty)."""
+    """``columnLineage.descriptionsEnabled``: each transformation is described by Spark's SQL of the expression
+    or clause it comes from (``t1.a AS ident``, ``INNER JOIN ON (t1.a = t2.a)``), as in openlineage-spark."""
     schema_size_limit: int = 1000
     """``columnLineage.schemaSizeLimit``: outputs with more columns get no column lineage."""
     max_plan_chars: int = 2_000_000

@@ -17,6 +17,8 @@ from openlineage.client.facet_v2 import catalog_dataset
 from openlineage.client.generated.base import RunFacet
 
 from spark_lineage._version import SOURCE_REPOSITORY, __version__
+from spark_lineage.lineage import UnknownNode, UnknownNodes
+from spark_lineage.plan import Attribute
 
 PRODUCER = f"{SOURCE_REPOSITORY}/tree/{__version__}"
 """Identifies this library in every event's ``producer`` and every facet's ``_producer``: the source of this
@@ -71,6 +73,65 @@ class LogicalPlanRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return _RUN_FACET_SCHEMA
+
+
+UNKNOWN_FACET = "spark_unknown"
+"""The run facet listing the plan nodes no handler knows; off unless ``facets.spark_unknown.disabled=false``, as
+in openlineage-spark."""
+
+
+@attr.define
+class UnknownAttribute:
+    """A column of a ``spark_unknown`` entry: its name, data type name and metadata."""
+
+    name: str
+    type: str | None = None
+    metadata: dict[str, Any] = attr.field(factory=dict)
+
+
+@attr.define
+class UnknownEntry:
+    """A plan node no handler knows: the node (as Spark's ``toJSON`` writes it), the columns it reads and those
+    it makes."""
+
+    description: Any
+    inputAttributes: list[UnknownAttribute] = attr.field(factory=list)
+    outputAttributes: list[UnknownAttribute] = attr.field(factory=list)
+
+
+@attr.define
+class UnknownEntryRunFacet(RunFacet):
+    """``spark_unknown``: the plan's root if no handler knows it (``output``), and each of its leaves no handler
+    knows (``inputs``), as openlineage-spark sends them."""
+
+    output: UnknownEntry | None = None
+    inputs: list[UnknownEntry] = attr.field(factory=list)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return _RUN_FACET_SCHEMA
+
+
+def unknown_facet(nodes: UnknownNodes) -> UnknownEntryRunFacet:
+    """The facet for the plan nodes the analysis found no handler for."""
+
+    def entry(node: UnknownNode) -> UnknownEntry:
+        return UnknownEntry(dict(node.description), _attributes(node.inputs), _attributes(node.outputs))
+
+    output = entry(nodes.output) if nodes.output is not None else None
+    return UnknownEntryRunFacet(output=output, inputs=[entry(node) for node in nodes.inputs], producer=PRODUCER)
+
+
+def _attributes(attributes: tuple[Attribute, ...]) -> list[UnknownAttribute]:
+    return [UnknownAttribute(a.name, a.type, _metadata(a.metadata)) for a in attributes]
+
+
+def _metadata(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 @attr.define

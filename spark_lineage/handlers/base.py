@@ -27,6 +27,9 @@ class NodeHandler:
     probes: ClassVar[Mapping[str, Probe]] = {}
     reports_write_metrics: ClassVar[bool] = False
     """True for write commands: the edge then reads the execution's SQL metrics (rows, bytes, files)."""
+    names_datasets: ClassVar[bool] = True
+    """Whether this handler's nodes stand for datasets it can name. Nodes of classes no handler claims, or
+    only one that names nothing, are listed in the ``spark_unknown`` run facet when it is on."""
     wraps_reported_queries: ClassVar[bool] = False
     """True for a command that only runs other commands, each reported as a query of its own with the datasets
     it reads and writes (``saveAsTable`` on Spark 4.1+): the command's own run names no dataset, as

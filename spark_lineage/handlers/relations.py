@@ -227,3 +227,4 @@ class NoDataLeafHandler(NodeHandler):
         "ResolvedV1TableIdentifier",
         "CommandResult",
     )
+    names_datasets = False

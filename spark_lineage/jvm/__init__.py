@@ -26,6 +26,7 @@ means.
 
 from spark_lineage.errors import JvmError
 from spark_lineage.jvm.bridge import JvmBridge, QueryListener
+from spark_lineage.jvm.catalyst_tree import SHAPE, TreeDetail
 from spark_lineage.jvm.iceberg import IcebergMetricsReporter, PendingReport
 from spark_lineage.jvm.listener import JobSink, PendingJob, PendingSqlJob
 from spark_lineage.jvm.sessions import PendingSessionEvent, SessionSink
@@ -33,6 +34,7 @@ from spark_lineage.jvm.spark import CaptureRules, PendingQuery
 from spark_lineage.jvm.streaming import PendingStreamEvent, StreamEventKind, StreamListener, StreamStarted
 
 __all__ = [
+    "SHAPE",
     "CaptureRules",
     "IcebergMetricsReporter",
     "JobSink",
@@ -49,4 +51,5 @@ __all__ = [
     "StreamEventKind",
     "StreamListener",
     "StreamStarted",
+    "TreeDetail",
 ]

@@ -26,7 +26,7 @@ from enum import Enum, IntEnum
 from typing import Any, Union
 
 from spark_lineage.errors import DecodeError
-from spark_lineage.jvm.catalyst_tree import CHUNK_CHARS, MAX_TEXT_CHARS, TextReader, read_scalar
+from spark_lineage.jvm.catalyst_tree import CHUNK_CHARS, MAX_TEXT_CHARS, TextReader, TreeDetail, read_scalar
 from spark_lineage.jvm.probes import ProbeCompiler
 from spark_lineage.jvm.sql_jobs import SqlJobHandles, SqlJobStore
 from spark_lineage.jvm.values import JvmClasses, answers_at_once, call
@@ -102,7 +102,8 @@ class BodyOptions:
 
     accessor: str
     """The plan to read (``optimizedPlan``, ``analyzed``, ``logical``): the one the header found."""
-    expressions: bool
+    detail: TreeDetail
+    """How much of the plan the body's tree holds."""
     max_chars: int
     metrics: bool
     logical_plan: bool
@@ -298,8 +299,8 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         query_steps = [
             self._once("start", self._start),
             self._once(
-                ("tree", options.accessor, options.expressions, options.max_chars),
-                lambda: self._failing(self._of(plan, self._tree(options.expressions, options.max_chars))),
+                ("tree", options.accessor, options.detail, options.max_chars),
+                lambda: self._failing(self._of(plan, self._tree(options.detail, options.max_chars))),
             ),
             self._once("probed", self._probed),
             *self._once(("executed", options.metrics), lambda: self._executed(options.metrics)),
@@ -416,10 +417,10 @@ class CaptureFunctions(ProbeCompiler, SqlJobHandles):
         """A ``()`` handle as a ``(value, out)`` step."""
         return self.mh.dropArguments(self._void(handle), 0, self._types(self.OBJ, self.SB))
 
-    def _tree(self, expressions: bool, max_chars: int) -> Any:
+    def _tree(self, detail: TreeDetail, max_chars: int) -> Any:
         """``(plan, out)``: the plan's text, walked into a builder of its own, or ``L<n>;`` when it is longer
         than ``max_chars`` (the walk itself stops at :data:`MAX_TEXT_CHARS`, as the tree reader's)."""
-        walk = self.walk(MAX_TEXT_CHARS, self.nodes_holder, expressions=expressions)
+        walk = self.walk(MAX_TEXT_CHARS, self.nodes_holder, detail)
         length = self.lookup.findVirtual(self.SB, "length", self._method_type(self.INT))
         # length <= max_chars: max(length, max_chars) == max_chars
         fits = self._after(

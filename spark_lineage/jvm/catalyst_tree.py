@@ -17,10 +17,13 @@ values) is read as its class name only, so neither large values nor secrets cros
 The text, one token per value (the tags are :class:`~spark_lineage.jvm.wire.TreeTag`'s):
 
 - ``{cls;hash;@<id>:<n>:<name>...;`` fields ``|`` ``hash;``... ``}``: a plan node: its class, identity hash,
-  output columns (expression id and name), its constructor parameters, then the identity hashes of its
-  children (which are among those parameters);
-- ``(cls;`` [``#id;``] fields ``)``: any other tree node (an expression), with its ``exprId`` if it has one;
-  ``x`` when only the plan's shape is read;
+  output columns (expression id and name; with ``&`` instead of ``@``, each column's data type name and
+  metadata JSON follow its name, counted the same way), its constructor parameters, then the identity hashes
+  of its children (which are among those parameters);
+- ``(cls;`` [``#id;``] [``qs<n>:<sql>``] fields ``)``: any other tree node (an expression), with its ``exprId``
+  if it has one, and, when column-lineage descriptions are asked for, the ``Expression.sql`` of each
+  expression a plan node holds itself (not of the sub-expressions within it); ``x`` when only the plan's
+  shape is read;
 - ``[`` values ``]``: a Scala sequence; ``<`` values ``>``: a Scala tuple; ``N``: ``null`` or ``None``;
 - ``s<n>:<text>``: a string of ``n`` code points; ``v<text>;``: a number or boolean; ``e<id>;``: an
   ``ExprId``; ``E<name>;``: a Java enum constant; ``o<cls>;``: anything else;
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -48,15 +51,41 @@ CHUNK_CHARS = 7_000
 Nagle's algorithm)."""
 
 
-_PLAN, _PLAN_CHILDREN, _PLAN_END, _OUTPUT = (
+@dataclass(frozen=True)
+class TreeDetail:
+    """How much of a tree a walk writes: each option costs JVM time and text only when asked for."""
+
+    expressions: bool = True
+    """Expressions too, and each plan node's output columns (column lineage needs them); without them, the
+    plan's shape only: its nodes, without their output columns."""
+    sql: bool = False
+    """The SQL text of each expression a plan node holds (column-lineage descriptions): with expressions only."""
+    output_types: bool = False
+    """Each plan node's output columns, with their data type names and metadata (the ``spark_unknown`` run
+    facet), with or without expressions."""
+
+    def effective(self) -> TreeDetail:
+        """The options that apply (no SQL text without expressions)."""
+        return self if self.expressions or not self.sql else replace(self, sql=False)
+
+
+FULL = TreeDetail()
+"""Expressions and output columns, as column lineage needs them."""
+SHAPE = TreeDetail(expressions=False)
+"""The plan's shape only: for plans too large to read whole, and queries read while the worker is behind."""
+
+
+_PLAN, _PLAN_CHILDREN, _PLAN_END, _OUTPUT, _TYPED_OUTPUT = (
     TreeTag.PLAN.value,
     TreeTag.PLAN_CHILDREN.value,
     TreeTag.PLAN_END.value,
     TreeTag.OUTPUT.value,
+    TreeTag.TYPED_OUTPUT.value,
 )
-_EXPRESSION, _EXPR_ID_OF, _EXPRESSION_END = (
+_EXPRESSION, _EXPR_ID_OF, _SQL_OF, _EXPRESSION_END = (
     TreeTag.EXPRESSION.value,
     TreeTag.EXPR_ID_OF.value,
+    TreeTag.SQL_OF.value,
     TreeTag.EXPRESSION_END.value,
 )
 _LIST, _LIST_END, _TUPLE, _TUPLE_END = (
@@ -92,18 +121,18 @@ class CatalystTreeReader:
         self._gateway = gateway
         self._classes = classes
         self._builder = builder
-        self._functions: dict[bool, Any] = {}
+        self._functions: dict[TreeDetail, Any] = {}
         self._text_holder: Any = None
         self._nodes_holder: Any = None
         self._field_names: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
-    def read(self, tree: Any, *, max_chars: int = MAX_TEXT_CHARS, expressions: bool = True) -> TreeRead:
+    def read(self, tree: Any, *, max_chars: int = MAX_TEXT_CHARS, detail: TreeDetail = FULL) -> TreeRead:
         """The tree rooted at the JVM object ``tree`` (a ``TreeNode``), as plain data, and a handle on each of
-        its plan nodes. Without ``expressions`` only the plan's shape is read. Raises
-        :class:`~spark_lineage.jvm.values.JvmError` for a tree of more than ``max_chars`` characters."""
+        its plan nodes, read in as much ``detail`` as asked. Raises :class:`~spark_lineage.jvm.values.JvmError`
+        for a tree of more than ``max_chars`` characters."""
         with self._lock:
-            function = self._function(expressions)
+            function = self._function(detail.effective())
             text = str(function.apply(tree))
             if len(text) == CHUNK_CHARS:
                 builder = self._text_holder.getAndSet(None)
@@ -134,16 +163,14 @@ class CatalystTreeReader:
             self._field_names[class_name] = names
         return names
 
-    def _function(self, expressions: bool) -> Any:
-        function = self._functions.get(expressions)
+    def _function(self, detail: TreeDetail) -> Any:
+        function = self._functions.get(detail)
         if function is None:
             if self._builder is None:
                 self._builder = WalkBuilder(self._gateway, self._classes)
             self._text_holder, self._nodes_holder = self._builder.holders()
-            function = self._builder.build(
-                MAX_TEXT_CHARS, self._text_holder, self._nodes_holder, expressions=expressions
-            )
-            self._functions[expressions] = function
+            function = self._builder.build(MAX_TEXT_CHARS, self._text_holder, self._nodes_holder, detail)
+            self._functions[detail] = function
         return function
 
 
@@ -198,6 +225,7 @@ class _Open:
     class_name: str = ""
     kind: str = "list"
     expr_id: int | None = None
+    sql: str | None = None
     identity: str | None = None
     index: int | None = None
     output: tuple[Attribute, ...] = ()
@@ -241,7 +269,7 @@ class TextReader:
         return chunk
 
     def _string(self) -> str:
-        """The text of a ``s<n>:<text>`` whose tag was read."""
+        """The text of a ``s<n>:<text>`` whose tag was read, or of any ``<n>:<text>``."""
         return self._take(int(self._until(_LENGTH_END)))
 
     def _token(self) -> str:
@@ -333,11 +361,15 @@ class _Decoder(TextReader):
             class_name = expand_class_name(self._until(_END))
             identity = self._until(_END)
             output: list[Attribute] = []
-            if self._peek() == _OUTPUT:
-                self.position += 1
+            if self._peek() in (_OUTPUT, _TYPED_OUTPUT):
+                typed = self._take(1) == _TYPED_OUTPUT
                 while self._peek() != _END:
                     expr_id = int(self._until(_LENGTH_END))
-                    output.append(Attribute(expr_id, self._take(int(self._until(_LENGTH_END)))))
+                    name = self._string()
+                    if typed:
+                        output.append(Attribute(expr_id, name, self._string(), self._string()))
+                    else:
+                        output.append(Attribute(expr_id, name))
                 self.position += 1
             index = self._plan_nodes
             self._plan_nodes += 1
@@ -348,7 +380,13 @@ class _Decoder(TextReader):
             if self._peek() == _EXPR_ID_OF:
                 self.position += 1
                 named = int(self._until(_END))
-            return _Open(_EXPRESSION_END, class_name, "expression", expr_id=named)
+            sql: str | None = None
+            if self._peek() == _SQL_OF:
+                self.position += 1
+                if self._take(1) != _STRING:
+                    raise DecodeError(f"expected the SQL text of {class_name} at {self.position - 1}")
+                sql = self._string()
+            return _Open(_EXPRESSION_END, class_name, "expression", expr_id=named, sql=sql)
         if tag == _LIST:
             return _Open(_LIST_END)
         if tag == _TUPLE:
@@ -363,7 +401,7 @@ class _Decoder(TextReader):
         names = self._field_names(opened.class_name)
         fields = {(names[i] if i < len(names) else f"_{i}"): value for i, value in enumerate(opened.values)}
         if opened.kind == "expression":
-            return CatalystNode(opened.class_name, fields, expr_id=opened.expr_id)
+            return CatalystNode(opened.class_name, fields, expr_id=opened.expr_id, sql=opened.sql)
         child_identities = []
         while self._peek() != _PLAN_END:
             child_identities.append(self._until(_END))
@@ -406,6 +444,8 @@ def read_scalar(text: str) -> int | float | bool:
     except ValueError:
         return float(text)
 
+
+_EXPR_ID_CLASS = "org.apache.spark.sql.catalyst.expressions.ExprId"
 
 _WALKED = (
     "org.apache.spark.sql.catalyst.trees.TreeNode",
@@ -505,24 +545,31 @@ class WalkBuilder(HandleBuilder):
 
     # --- the walk ----------------------------------------------------------------------------------------
 
-    def build(self, max_chars: int, holder: Any, nodes: Any, *, expressions: bool) -> Any:
+    def build(self, max_chars: int, holder: Any, nodes: Any, detail: TreeDetail) -> Any:
         """A ``java.util.function.Function`` from a tree node to the first piece of its text (the whole
         ``StringBuilder`` goes into the ``holder`` reference). Every plan node met is added, in the order it
         is written, to a new list the ``nodes`` reference holds, so that Python can ask for any of them.
-        Without ``expressions``, expressions are written as ``x`` and plan nodes without their output: the
-        plan's shape only, for plans too large to read whole."""
-        return self._function(self.walk(max_chars, nodes, expressions=expressions), holder, nodes)
+        Without expressions (:data:`SHAPE`), expressions are written as ``x`` and plan nodes without their
+        output: the plan's shape only, for plans too large to read whole."""
+        return self._function(self.walk(max_chars, nodes, detail), holder, nodes)
 
-    def walk(self, max_chars: int, nodes: Any, *, expressions: bool) -> Any:
+    def walk(self, max_chars: int, nodes: Any, detail: TreeDetail) -> Any:
         """``(tree, out)``: write the tree's text to ``out``, adding each plan node met, in the order it is
         written, to the list the ``nodes`` reference holds."""
-        key = ("walk", max_chars, getattr(nodes, "_target_id", id(nodes)), expressions)
-        return self._once(key, lambda: self._walk(max_chars, nodes, expressions=expressions))
+        detail = detail.effective()
+        key = ("walk", max_chars, getattr(nodes, "_target_id", id(nodes)), detail)
+        return self._once(key, lambda: self._walk(max_chars, nodes, detail))
 
-    def _walk(self, max_chars: int, nodes: Any, *, expressions: bool) -> Any:
+    def _walk(self, max_chars: int, nodes: Any, detail: TreeDetail) -> Any:
+        expressions, descriptions = detail.expressions, detail.sql
         walk_type = self._method_type(self.VOID, self.OBJ, self.SB)
-        site = self._classes("java.lang.invoke.MutableCallSite")(walk_type)
+        call_site = self._classes("java.lang.invoke.MutableCallSite")
+        site = call_site(walk_type)
         walk = site.dynamicInvoker()
+        # What a plan node's own fields are walked with: with descriptions, its expressions (in sequences and
+        # options too) carry their SQL text; their sub-expressions are walked plainly.
+        field_site = call_site(walk_type) if descriptions else None
+        walk_fields = field_site.dynamicInvoker() if field_site is not None else walk
 
         class_name = self._class_name()
         product_items = self._method("scala.Product", "productIterator")
@@ -543,10 +590,10 @@ class WalkBuilder(HandleBuilder):
             self._write_text_of(class_name),
             self._write_text_of(identity),
         ]
-        if expressions:
-            plan_steps.append(self._output())
+        if expressions or detail.output_types:
+            plan_steps.append(self._output(detail.output_types))
         plan_steps += [
-            self._for_each(product_items, walk),
+            self._for_each(product_items, walk_fields),
             self._write(TreeTag.PLAN_CHILDREN.value),
             self._for_each(
                 self._after(
@@ -563,7 +610,7 @@ class WalkBuilder(HandleBuilder):
                 self._method("org.apache.spark.sql.catalyst.expressions.NamedExpression", "exprId"),
                 self._method("org.apache.spark.sql.catalyst.expressions.ExprId", "id"),
             )
-            expression_node = self._then(
+            head = [
                 too_long,
                 self._write(TreeTag.EXPRESSION.value),
                 self._write_text_of(class_name),
@@ -576,9 +623,22 @@ class WalkBuilder(HandleBuilder):
                     ],
                     otherwise=self._write(""),
                 ),
-                self._for_each(product_items, walk),
-                self._write(TreeTag.EXPRESSION_END.value),
-            )
+            ]
+            tail = [self._for_each(product_items, walk), self._write(TreeTag.EXPRESSION_END.value)]
+            expression_node = self._then(*head, *tail)
+            if field_site is not None:
+                described = self._then(*head, self._sql_of(), *tail)
+                field_site.setTarget(
+                    self._choose(
+                        [
+                            (self._is("org.apache.spark.sql.catalyst.plans.QueryPlan"), walk),
+                            (self._is("org.apache.spark.sql.catalyst.expressions.Expression"), described),
+                            (self._is("scala.collection.Seq"), self._sequence(walk_fields, class_name)),
+                            (self._is("scala.Option"), self._option(walk_fields)),
+                        ],
+                        otherwise=walk,
+                    )
+                )
         else:
             expression_node = self._write(TreeTag.SKIPPED_EXPRESSION.value)
         cases = [
@@ -598,48 +658,65 @@ class WalkBuilder(HandleBuilder):
         )
         return walk
 
-    def _output(self) -> Any:
-        """``(plan, out)``: ``@`` and ``<exprId>:<n>:<name>`` for each attribute of the plan's output, then
-        ``;``. A plan whose output cannot be computed writes no attributes."""
-        attribute = self._then(
-            self._write_text_of(
-                self._text(
-                    self._after(
-                        self._method("org.apache.spark.sql.catalyst.expressions.NamedExpression", "exprId"),
-                        self._method("org.apache.spark.sql.catalyst.expressions.ExprId", "id"),
-                    )
-                ),
-                TreeTag.LENGTH_END.value,
+    def _sql_of(self) -> Any:
+        """``(expression, out)``: ``qs<n>:<text>``, the expression's ``sql``; nothing when it throws (an
+        expression Spark cannot write as SQL)."""
+
+        def make() -> Any:
+            sql = self._as_object(self._method("org.apache.spark.sql.catalyst.expressions.Expression", "sql"))
+            written = self.mh.filterArguments(
+                self._then(self._write(TreeTag.SQL_OF.value), self.string()), 0, self._handles(sql)
+            )
+            return self._rolled_back(written, self._write(""))
+
+        return self._once("sql of", make)
+
+    def _counted(self, text_of: Any) -> Any:
+        """``(value, out)``: ``<n>:<text>``, the text ``text_of(value)`` (a ``(Object)String``) and its length
+        in code points before it."""
+        code_points = self._after(
+            text_of,
+            self._after(
+                self._method("java.lang.String", "codePoints"), self._method("java.util.stream.IntStream", "count")
             ),
-            self._write_text_of(
-                self._text(
-                    self._after(
-                        self._method("org.apache.spark.sql.catalyst.expressions.NamedExpression", "name"),
-                        self._after(
-                            self._method("java.lang.String", "codePoints"),
-                            self._method("java.util.stream.IntStream", "count"),
-                        ),
-                    )
-                ),
-                TreeTag.LENGTH_END.value,
-            ),
-            self._write_text_of(self._method("org.apache.spark.sql.catalyst.expressions.NamedExpression", "name"), ""),
         )
+        return self._then(
+            self._write_text_of(self._text(code_points), TreeTag.LENGTH_END.value),
+            self._write_text_of(text_of, ""),
+        )
+
+    def _output(self, typed: bool = False) -> Any:
+        """``(plan, out)``: ``@`` and ``<exprId>:<n>:<name>`` for each attribute of the plan's output, then
+        ``;``; ``typed``: ``&`` and ``<exprId>:<n>:<name><n>:<type><n>:<metadata>``, each attribute's data
+        type name and metadata (as JSON) too. A plan whose output cannot be computed writes no attributes."""
+        named = "org.apache.spark.sql.catalyst.expressions.NamedExpression"
+        name = self._method(named, "name")
+        parts = [
+            self._write_text_of(
+                self._text(self._after(self._method(named, "exprId"), self._method(_EXPR_ID_CLASS, "id"))),
+                TreeTag.LENGTH_END.value,
+            ),
+            self._counted(name),
+        ]
+        if typed:
+            data_type = self._after(
+                self._method("org.apache.spark.sql.catalyst.expressions.Expression", "dataType"),
+                self._method("org.apache.spark.sql.types.DataType", "typeName"),
+            )
+            metadata = self._after(
+                self._method(named, "metadata"), self._method("org.apache.spark.sql.types.Metadata", "json")
+            )
+            parts += [self._counted(data_type), self._counted(metadata)]
         attributes = self._for_each(
             self._after(
                 self._method("org.apache.spark.sql.catalyst.plans.QueryPlan", "output"),
                 self._method("scala.collection.Seq", "iterator"),
             ),
-            attribute,
+            self._then(*parts),
         )
-        guarded = self.mh.catchException(
-            attributes,
-            self._classes.java_class("java.lang.RuntimeException"),
-            self.mh.dropArguments(
-                self._write(""), 0, self._types(self._classes.java_class("java.lang.RuntimeException"))
-            ),
-        )
-        return self._then(self._write(TreeTag.OUTPUT.value), guarded, self._write(TreeTag.END.value))
+        guarded = self._rolled_back(attributes, self._write(""))
+        tag = TreeTag.TYPED_OUTPUT if typed else TreeTag.OUTPUT
+        return self._then(self._write(tag.value), guarded, self._write(TreeTag.END.value))
 
     def string(self) -> Any:
         """``(value, out)``: ``s<n>:<text>``, the value's text and its length in code points."""

@@ -38,7 +38,15 @@ from spark_lineage.jvm.capture import (
     HeaderField,
     TooLong,
 )
-from spark_lineage.jvm.catalyst_tree import MAX_TEXT_CHARS, CatalystTreeReader, TreeRead, decode_plan
+from spark_lineage.jvm.catalyst_tree import (
+    FULL,
+    MAX_TEXT_CHARS,
+    SHAPE,
+    CatalystTreeReader,
+    TreeDetail,
+    TreeRead,
+    decode_plan,
+)
 from spark_lineage.jvm.listener import read_query_jobs
 from spark_lineage.jvm.probes import JvmProbes, ProbeEvaluator, ProbeLookup
 from spark_lineage.jvm.rdd import RddGraphReader
@@ -75,8 +83,8 @@ class CaptureRules:
     """``(root class, funcName)``: whether a query is worth reading at all."""
     wants_metrics: Callable[[str], bool]
     """``root class``: whether the execution's SQL metrics (rows, bytes, files written) are wanted."""
-    expressions: bool = True
-    """Read expressions too (column lineage needs them), not just the plan's shape."""
+    detail: TreeDetail = FULL
+    """How much of the plan to read: its expressions too (column lineage needs them), or only its shape."""
     max_plan_chars: int = 2_000_000
     """A plan whose text is longer is read as its shape only, and the query says so."""
     logical_plan_json: bool = False
@@ -184,11 +192,11 @@ class QueryReader:
         )
         jobs = header[HeaderField.JOBS]
         query.jobs = read_query_jobs(jobs if isinstance(jobs, str) else None, query.query_id)
-        expressions = rules.expressions
+        detail = rules.detail.effective()
         options = BodyOptions(
             accessor=accessor,
-            expressions=expressions,
-            max_chars=rules.max_plan_chars if expressions else MAX_TEXT_CHARS,
+            detail=detail,
+            max_chars=rules.max_plan_chars if detail.expressions else MAX_TEXT_CHARS,
             metrics=rules.wants_metrics(simple_class_name(str(header[HeaderField.ROOT_CLASS]))),
             logical_plan=rules.logical_plan_json,
         )
@@ -246,7 +254,7 @@ class QueryReader:
                 f"the plan is {text.length} characters of text, more than the {rules.max_plan_chars} allowed"
             )
             errors.append(f"column lineage: the plan could not be read whole ({message(error)})")
-            return self._read_tree(plan(), replace(rules, expressions=False), errors)
+            return self._read_tree(plan(), replace(rules, detail=SHAPE), errors)
         if not isinstance(text, str):
             return self._read_tree(plan(), rules, errors)
         assert self._jvm_probes is not None and self._functions is not None
@@ -323,14 +331,14 @@ class QueryReader:
     def _read_tree(self, plan: Any, rules: CaptureRules, errors: list[str]) -> CatalystNode | None:
         """The plan, whole if it fits the budget, else its shape (datasets without column lineage)."""
         read: TreeRead | None = None
-        if rules.expressions:
+        if rules.detail.expressions:
             try:
-                read = self._trees.read(plan, max_chars=rules.max_plan_chars)
+                read = self._trees.read(plan, max_chars=rules.max_plan_chars, detail=rules.detail)
             except Exception as error:  # noqa: BLE001 - fall back to the plan's shape
                 errors.append(f"column lineage: the plan could not be read whole ({message(error)})")
         if read is None:
             try:
-                read = self._trees.read(plan, expressions=False)
+                read = self._trees.read(plan, detail=SHAPE)
             except Exception as error:  # noqa: BLE001 - the query is still reported, without datasets
                 errors.append(f"plan: {message(error)}")
                 return None

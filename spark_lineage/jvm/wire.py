@@ -46,7 +46,8 @@ class TreeTag(str, Enum):
 
     A plan node: ``{cls;hash;@<id>:<n>:<name>...;`` fields ``|`` ``hash;``... ``}``: its class, identity hash,
     output columns (expression id and name), its constructor parameters, then the identity hashes of its
-    children (which are among those parameters). An expression: ``(cls;`` [``#id;``] fields ``)``.
+    children (which are among those parameters). An expression: ``(cls;`` [``#id;``] [``qs<n>:<sql>``] fields
+    ``)``.
     """
 
     PLAN = "{"
@@ -55,9 +56,14 @@ class TreeTag(str, Enum):
     PLAN_END = "}"
     OUTPUT = "@"
     """Starts a plan node's output columns, each ``<exprId>:<n>:<name>``; :attr:`END` ends them."""
+    TYPED_OUTPUT = "&"
+    """Instead of :attr:`OUTPUT`: each column ``<exprId>:<n>:<name><n>:<type name><n>:<metadata JSON>``."""
     EXPRESSION = "("
     EXPR_ID_OF = "#"
     """``#<id>;`` after an expression's class: a named expression's id."""
+    SQL_OF = "q"
+    """``qs<n>:<text>`` after an expression's class and id: its ``Expression.sql`` (only for the expressions a
+    plan node holds itself, and only when column-lineage descriptions are asked for)."""
     EXPRESSION_END = ")"
     SKIPPED_EXPRESSION = "x"
     """An expression not read (only the plan's shape was asked for)."""

@@ -81,6 +81,63 @@ def test_a_query_costs_the_same_few_round_trips_with_3_or_30_inputs(
             assert datasets(event, "outputs") == [("file", str(data_dir / name))]
 
 
+def test_descriptions_and_unknown_nodes_cost_no_round_trip_more(
+    spark: Any, receiver: LineageReceiver, data_dir: Path
+) -> None:
+    """``columnLineage.descriptionsEnabled`` and ``facets.spark_unknown.disabled=false`` read the SQL of each
+    expression a plan node holds, each output column's type and the plan's JSON within the capture's own
+    calls: a query costs the round trips it costs without them."""
+    import spark_lineage
+
+    source = data_dir / "described_source"
+    spark.range(0, 10, 1, 1).selectExpr("id", "id % 3 AS bucket").write.parquet(str(source))
+    handle = spark_lineage.enable(
+        spark,
+        transport={"type": "http", "url": receiver.url},
+        columnLineage={"descriptionsEnabled": "true", "datasetLineageEnabled": "false"},
+        facets={"spark_unknown": {"disabled": "false"}},
+    )
+    try:
+
+        def write(name: str) -> dict[Stage, StageCost]:
+            more = spark.range(0, 3, 1, 1).selectExpr("id", "id % 3 AS bucket")
+            frame = spark.read.schema(SCHEMA).parquet(str(source)).unionByName(more).where("id > 2")
+            grouped = frame.groupBy("bucket").agg({"id": "sum"}).withColumnRenamed("sum(id)", "total")
+            assert handle.flush(60)
+            with round_trips.counting():
+                before = costs.snapshot()
+                grouped.write.parquet(str(data_dir / name))
+                assert handle.flush(60)
+                return costs.since(before)
+
+        for warm_up in ("warm_up_once", "warm_up_twice"):  # the plan's classes met, probers made
+            write(warm_up)
+        spent = write("described")
+    finally:
+        handle.disable(timeout=30)
+    assert spent[Stage.CAPTURE].calls == 1 and spent[Stage.CAPTURE].round_trips == 2
+    (run,) = runs_by_job(receiver.events, "described")
+    complete = run[-1]
+    assert complete["eventType"] == "COMPLETE"
+    fields = complete["outputs"][0]["facets"]["columnLineage"]["fields"]
+    described = {
+        (field["field"], t["subtype"], t["description"])
+        for field in fields["total"]["inputFields"]
+        for t in field["transformations"]
+    }
+    assert described == {
+        ("bucket", "GROUP_BY", "GROUP BY bucket"),
+        ("id", "AGGREGATION", "sum(id) AS total"),
+        ("id", "FILTER", "WHERE ((id IS NOT NULL) AND (id > 2L))"),
+    }
+    # The Range the union reads is the plan's one leaf no handler names a dataset with.
+    unknown = complete["run"]["facets"]["spark_unknown"]
+    (leaf,) = unknown["inputs"]
+    assert leaf["description"]["class"] == "org.apache.spark.sql.catalyst.plans.logical.Range"
+    assert leaf["outputAttributes"] == [{"name": "id", "type": "long", "metadata": {}}]
+    assert "output" not in unknown
+
+
 def _tables(spark: Any, count: int) -> list[str]:
     names = [f"round_trips_{count}_table_{index}" for index in range(count)]
     for name in names:

@@ -2,13 +2,14 @@
 
 Events are reduced to what must agree for a mixed fleet to join into one graph: each run's job name, its
 input and output datasets, and each output's ``columnLineage`` (fields, input fields and transformation
-types and subtypes, and masking; not descriptions, nor order, which the reference does not keep stable); and
+types, subtypes, masking and descriptions; not their order, which the reference does not keep stable); and
 what a consumer of the run's events sees of its progress: its event types in time order (START, RUNNING per
 Spark job, COMPLETE or FAIL), which events carry the ``spark_jobDetails`` run facet and with which fields,
 and which inputs carry ``inputStatistics`` (its presence: sizes vary, and so does the event that carries it
-when openlineage-spark reads a cached Dataset). Run ids, times and
-producers are left out. Every difference that remains must be listed, with its reason, in
-``allowed_differences.toml``; docs/compared.md shows that list under Known differences.
+when openlineage-spark reads a cached Dataset); and, where a suite turns it on, the ``spark_unknown`` run
+facet's entries and their columns (not how each agent describes a node). Run ids, times and producers are
+left out. Every difference that remains must be listed, with its reason, in ``allowed_differences.toml``;
+docs/compared.md shows that list under Known differences.
 
     python -m tests.parity.compare java.json python.json      # print the differences
     python -m tests.parity.compare --page                     # docs/compared.md's Known differences table
@@ -38,7 +39,8 @@ TABLE_START = "<!-- known-differences:start -->"
 TABLE_END = "<!-- known-differences:end -->"
 JOB_TYPES = frozenset({"SQL_JOB", "RDD_JOB"})
 
-Transformations = frozenset[tuple[str, str, bool]]
+Transformations = frozenset[tuple[str, str, bool, str]]
+"""Each transformation as (type, subtype, masking, description)."""
 Sources = frozenset[tuple[str, str, str, Transformations]]
 
 
@@ -58,6 +60,9 @@ class RunSummary:
     """Per event with a ``spark_jobDetails`` run facet: its type and the facet's fields (in time order)."""
     input_statistics: frozenset[tuple[str, str]] = frozenset()
     """The inputs with ``inputStatistics`` on any event of the run."""
+    unknown: str | None = None
+    """The run's ``spark_unknown`` facet (on its last event that has one) as canonical JSON: its entries'
+    columns, not their descriptions (each agent serializes a plan node its own way)."""
 
 
 @dataclass(frozen=True)
@@ -92,17 +97,21 @@ class AllowedDifference:
     intermittent: bool = False
     """The reference shows it in some runs only (its result depends on how far behind its listener is): not
     required to show in every run."""
+    descriptions: bool | None = None
+    """It shows only with column-lineage descriptions on (true) or off (false): the reference's transformation
+    types depend on them. Unset: either way."""
 
     def concerns(self, scenarios: Iterable[str]) -> bool:
         """Whether the entry is about any of these scenarios (those of one suite: the main one, Delta's)."""
         return any(fnmatch.fnmatchcase(name, pattern) for name in scenarios for pattern in self.scenarios)
 
-    def shows_on(self, spark: str) -> bool:
-        return any(fnmatch.fnmatchcase(spark, line) for line in self.spark)
+    def shows_on(self, spark: str, described: bool = False) -> bool:
+        """Whether it shows on this PySpark line, with descriptions on (``described``) or off."""
+        return any(fnmatch.fnmatchcase(spark, line) for line in self.spark) and self.descriptions in (None, described)
 
-    def matches(self, difference: Difference, spark: str) -> bool:
+    def matches(self, difference: Difference, spark: str, described: bool = False) -> bool:
         return (
-            self.shows_on(spark)
+            self.shows_on(spark, described)
             and fnmatch.fnmatchcase(difference.aspect, self.aspect)
             and any(fnmatch.fnmatchcase(difference.scenario, s) for s in self.scenarios)
             and any(fnmatch.fnmatchcase(difference.job, job) for job in self.jobs)
@@ -122,6 +131,7 @@ def load_allowed(path: Path = ALLOWED) -> list[AllowedDifference]:
             spark=tuple(entry.get("spark", ["*"])),
             summary=" ".join(entry.get("summary", "").split()),
             intermittent=bool(entry.get("intermittent", False)),
+            descriptions=entry.get("descriptions"),
         )
         for entry in entries
     ]
@@ -161,6 +171,7 @@ def summarize(events: list[dict[str, Any]], facets: tuple[str, ...] = ()) -> dic
                 tuple(sorted(columns.items())),
                 _facets(run_events, facets),
                 *_progress(run_events),
+                _unknown(run_events),
             )
         )
     return runs
@@ -184,6 +195,24 @@ def _progress(
         if (dataset.get("inputFacets") or {}).get("inputStatistics")
     )
     return tuple(event["eventType"] for event in ordered), details, statistics
+
+
+def _unknown(run_events: list[dict[str, Any]]) -> str | None:
+    facets = [f for e in run_events if (f := (e["run"].get("facets") or {}).get("spark_unknown"))]
+    if not facets:
+        return None
+
+    def columns(entry: dict[str, Any] | None) -> Any:
+        if entry is None:
+            return None
+        return {
+            side: sorted([a["name"], a.get("type"), a.get("metadata") or {}] for a in entry.get(side) or [])
+            for side in ("inputAttributes", "outputAttributes")
+        }
+
+    facet = facets[-1]
+    inputs = sorted((columns(entry) for entry in facet.get("inputs") or []), key=json.dumps)
+    return json.dumps({"output": columns(facet.get("output")), "inputs": inputs}, sort_keys=True)
 
 
 def _epoch_ms(text: str) -> float:
@@ -211,11 +240,12 @@ def _columns(facet: dict[str, Any]) -> tuple[tuple[str, Sources], ...]:
 
 
 def _sources(input_fields: Iterable[dict[str, Any]]) -> Sources:
-    merged: dict[tuple[str, str, str], set[tuple[str, str, bool]]] = defaultdict(set)
+    merged: dict[tuple[str, str, str], set[tuple[str, str, bool, str]]] = defaultdict(set)
     for item in input_fields:
         key = (item["namespace"], item["name"], item["field"])
         merged[key].update(
-            (t["type"], t.get("subtype") or "", bool(t.get("masking"))) for t in item.get("transformations") or []
+            (t["type"], t.get("subtype") or "", bool(t.get("masking")), t.get("description") or "")
+            for t in item.get("transformations") or []
         )
     return frozenset((*key, frozenset(value)) for key, value in merged.items())
 
@@ -332,6 +362,9 @@ def _compare_runs(scenario: str, job: str, theirs: RunSummary, mine: RunSummary)
         found.append(
             Difference(scenario, job, "runFacets", "spark_jobDetails", _render_details(theirs), _render_details(mine))
         )
+    if theirs.unknown != mine.unknown:
+        their_unknown, my_unknown = theirs.unknown or "absent", mine.unknown or "absent"
+        found.append(Difference(scenario, job, "runFacets", "spark_unknown", their_unknown, my_unknown))
     statistics = {key: "present" for key in theirs.input_statistics}
     my_statistics = {key: "present" for key in mine.input_statistics}
     found.extend(_keyed(scenario, job, "inputStatistics", statistics, my_statistics))
@@ -387,7 +420,9 @@ def _render(sources: Sources) -> str:
         return "-"
     parts = []
     for _namespace, name, field_name, transformations in sorted(sources):
-        kinds = ",".join(sorted(f"{t}/{s}{'/masked' if m else ''}" for t, s, m in transformations))
+        kinds = ",".join(
+            sorted(f"{t}/{s}{'/masked' if m else ''}{f' {d!r}' if d else ''}" for t, s, m, d in transformations)
+        )
         parts.append(f"{name.rsplit('/', 1)[-1]}.{field_name}[{kinds}]")
     return " ".join(parts)
 
@@ -398,10 +433,11 @@ class Verdict:
     explained: list[tuple[Difference, AllowedDifference]] = field(default_factory=list)
 
 
-def judge(found: list[Difference], allowed: list[AllowedDifference], spark: str) -> Verdict:
+def judge(found: list[Difference], allowed: list[AllowedDifference], spark: str, described: bool = False) -> Verdict:
+    """Which differences an allowed one explains, for runs on ``spark`` with descriptions on or off."""
     verdict = Verdict()
     for difference in found:
-        match = next((entry for entry in allowed if entry.matches(difference, spark)), None)
+        match = next((entry for entry in allowed if entry.matches(difference, spark, described)), None)
         if match is None:
             verdict.unexplained.append(difference)
         else:
@@ -421,6 +457,8 @@ def page_section(allowed: list[AllowedDifference]) -> str:
     for entry in allowed:
         where = ", ".join(f"`{s}`" for s in entry.scenarios) if entry.scenarios != ("*",) else "any scenario"
         spark = ", ".join(entry.spark) if entry.spark != ("*",) else "any"
+        if entry.descriptions is not None:
+            spark += ", descriptions " + ("on" if entry.descriptions else "off")
         lines.append(f"| {where} | {spark} | {entry.summary or entry.aspect} | {entry.reason} |")
     lines.append(TABLE_END)
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import contextlib
 import json
 import shutil
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,15 @@ SUITES = {
 
 
 def session(
-    agent: str, workspace: Workspace, events_file: Path, suite: str = "main", metastore: str | None = None
+    agent: str,
+    workspace: Workspace,
+    events_file: Path,
+    suite: str = "main",
+    metastore: str | None = None,
+    confs: Mapping[str, str] | None = None,
 ) -> Any:
+    """The Spark session a suite's scenarios run in, under ``agent``; ``confs``: more Spark confs (both agents
+    read the ``spark.openlineage.*`` ones)."""
     import pyspark
     from pyspark.sql import SparkSession
 
@@ -80,7 +88,7 @@ def session(
         packages, suite_confs = [], hive_confs(workspace, metastore)
     if suite == "connect":  # a Spark Connect server, whose clients write files, tables, Iceberg and PostgreSQL
         packages, suite_confs = [postgres_jdbc()] + ([iceberg] if iceberg else []), connect_confs(workspace)
-    for key, value in suite_confs.items():
+    for key, value in {**suite_confs, **(confs or {})}.items():
         builder = builder.config(key, value)
     if agent == "java":
         packages.append(openlineage_spark(pyspark.__version__))
@@ -97,7 +105,12 @@ def session(
 
 
 def run(
-    agent: str, workspace: Workspace, only: set[str] | None, suite: str = "main", ready: Path | None = None
+    agent: str,
+    workspace: Workspace,
+    only: set[str] | None,
+    suite: str = "main",
+    ready: Path | None = None,
+    confs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     shutil.rmtree(workspace.base, ignore_errors=True)
     workspace.base.mkdir(parents=True)
@@ -107,14 +120,20 @@ def run(
             metastore = services.enter_context(
                 hive_metastore(workspace.base / "metastore", workspace.base / "warehouse")
             )
-        return run_scenarios(agent, workspace, only, suite, metastore, ready)
+        return run_scenarios(agent, workspace, only, suite, metastore, ready, confs)
 
 
 def run_scenarios(
-    agent: str, workspace: Workspace, only: set[str] | None, suite: str, metastore: str | None, ready: Path | None
+    agent: str,
+    workspace: Workspace,
+    only: set[str] | None,
+    suite: str,
+    metastore: str | None,
+    ready: Path | None,
+    confs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     events_file = workspace.base / "events.jsonl"
-    spark = session(agent, workspace, events_file, suite, metastore)
+    spark = session(agent, workspace, events_file, suite, metastore, confs)
     if ready is not None:
         ready.touch()
     if suite != "connect":  # the Connect suite's clients read a file of their own, not these tables
@@ -161,6 +180,7 @@ def main() -> None:
     parser.add_argument("--kafka", help="a Kafka broker's bootstrap server")
     parser.add_argument("--only", help="comma-separated scenario names")
     parser.add_argument("--ready", type=Path, help="a file to create once the Spark session is up")
+    parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE: a Spark conf for both agents")
     parser.add_argument(
         "--suite",
         choices=tuple(SUITES),
@@ -174,7 +194,9 @@ def main() -> None:
     iceberg = iceberg_runtime(pyspark.__version__) is not None
     workspace = Workspace(args.base.resolve(), args.postgres, args.kafka, iceberg)
     only = set(args.only.split(",")) if args.only else None
-    args.out.write_text(json.dumps(run(args.agent, workspace, only, args.suite, args.ready), indent=1, sort_keys=True))
+    confs = dict(conf.split("=", 1) for conf in args.conf)
+    result = run(args.agent, workspace, only, args.suite, args.ready, confs)
+    args.out.write_text(json.dumps(result, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":

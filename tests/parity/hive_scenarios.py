@@ -31,6 +31,10 @@ def hive_confs(workspace: Workspace, metastore: str | None = None) -> dict[str, 
         "spark.sql.catalogImplementation": "hive",
         **where,
         "spark.hadoop.hive.metastore.warehouse.dir": str(workspace.base / "warehouse"),
+        # As OpenLineage's own Hive tests run: every transformation described by its SQL, and the plan nodes no
+        # visitor (handler) knows listed.
+        "spark.openlineage.columnLineage.descriptionsEnabled": "true",
+        "spark.openlineage.facets.spark_unknown.disabled": "false",
         # Derby writes its log where it is told, not into the directory the tests run from.
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={workspace.base}",
     }
@@ -66,7 +70,22 @@ def hive_insert_overwrite_directory(spark: Any, workspace: Workspace) -> None:
 def hive_table_insert(spark: Any, workspace: Workspace) -> None:
     spark.sql("CREATE TABLE hive_target (a INT, d STRING) STORED AS PARQUET")
     spark.sql("INSERT INTO hive_target SELECT a, d FROM t2")
+    # OpenLineage's own Hive test (spark_hive.py): rows from a VALUES list, a leaf no visitor knows.
+    spark.sql("INSERT INTO hive_target VALUES (1, 'a'), (2, 'b')")
     spark.sql("CREATE TABLE ds_target USING parquet AS SELECT a, b FROM t1")
+
+
+@hive_scenario
+def hive_ctas_column_lineage(spark: Any, workspace: Workspace) -> None:
+    """OpenLineage's own test of column lineage with descriptions (``spark_cll.py``): a Hive-format CTAS over a
+    join of a filtered subquery, grouped, with a function and an aggregate."""
+    spark.sql("CREATE TABLE cll_source1 (a int, b string)")
+    spark.sql("CREATE TABLE cll_source2 (a int, c int)")
+    spark.sql(
+        f"CREATE TABLE cll_target USING hive LOCATION '{workspace.out('cll_target')}' "
+        "AS SELECT t1.a AS ident, CONCAT(b, 'test') AS trans, SUM(c) AS agg "
+        "FROM (SELECT a, c FROM cll_source2 WHERE a > 1) t2 JOIN cll_source1 t1 ON t1.a = t2.a GROUP BY t1.a, b"
+    )
 
 
 @hive_scenario

@@ -13,7 +13,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.jars import iceberg_runtime, spark_kafka
 from tests.parity.compare import Difference, differences, judge, load_allowed
+from tests.postgres_server import Postgres
 from tests.support import REPO_ROOT, validate_event
 
 Runs = dict[str, dict[str, Any]]
@@ -108,11 +110,16 @@ def run_suite(request: Any, tmp_path_factory: Any, suite: str, scenarios: Collec
 
 
 def assert_matches_reference(
-    scenario: str, runs: Runs, facets: tuple[str, ...] = (), applications: Mapping[str, str] | None = None
+    scenario: str,
+    runs: Runs,
+    facets: tuple[str, ...] = (),
+    applications: Mapping[str, str] | None = None,
+    described: bool = False,
 ) -> None:
     """Our events for ``scenario`` are valid and differ from the reference's only as allowed; ``facets``: the
     dataset facets compared as well; ``applications``: our job names' application parts the reference names
-    otherwise (:func:`tests.parity.compare.differences`)."""
+    otherwise (:func:`tests.parity.compare.differences`); ``described``: both ran with column-lineage
+    descriptions on."""
     reference, ours = runs["java"][scenario], runs["python"][scenario]
     assert not reference["error"] and not ours["error"], (reference["error"], ours["error"])
     assert any(e["job"]["facets"]["jobType"]["jobType"] in ("SQL_JOB", "RDD_JOB") for e in reference["events"]), (
@@ -120,7 +127,8 @@ def assert_matches_reference(
     )
     for event in ours["events"]:
         validate_event(event)
-    verdict = judge(differences(scenario, reference, ours, facets, applications), load_allowed(), spark_line())
+    found = differences(scenario, reference, ours, facets, applications)
+    verdict = judge(found, load_allowed(), spark_line(), described)
     assert not verdict.unexplained, "differences from openlineage-spark not in allowed_differences.toml:\n" + "\n".join(
         str(d) for d in verdict.unexplained
     )
@@ -131,6 +139,7 @@ def assert_no_stale_allowances(
     scenarios: Collection[str],
     facets: tuple[str, ...] = (),
     applications: Mapping[str, str] | None = None,
+    described: bool = False,
 ) -> None:
     """An allowed difference about these scenarios that no longer shows is a difference fixed, or a test that
     would not notice one."""
@@ -142,11 +151,61 @@ def assert_no_stale_allowances(
     stale = [
         entry
         for entry in load_allowed()
-        if entry.shows_on(spark)
+        if entry.shows_on(spark, described)
         and not entry.intermittent
         and entry.concerns(ran)
-        and not any(entry.matches(difference, spark) for difference in found)
+        and not any(entry.matches(difference, spark, described) for difference in found)
     ]
     assert not stale, f"allowed differences that no longer show on PySpark {spark}:\n" + "\n".join(
         entry.summary or entry.reason for entry in stale
     )
+
+
+def servers(postgres: Postgres | None, kafka: Any) -> dict[str, str | None]:
+    """The servers scenarios need, by service: ``None`` where one does not run here, or where this PySpark
+    line cannot load the module that talks to it."""
+    import pyspark
+
+    kafka_usable = kafka is not None and spark_kafka(pyspark.__version__) is not None
+    return {"postgres": postgres.jdbc_url if postgres else None, "kafka": kafka.bootstrap if kafka_usable else None}
+
+
+def missing(service: str, postgres: Postgres | None, kafka: Any) -> str | None:
+    """Why a scenario that needs ``service`` cannot run here, ``None`` where it can."""
+    import pyspark
+
+    if service == "iceberg" and iceberg_runtime(pyspark.__version__) is None:
+        return f"Iceberg has no Spark runtime for {spark_line()}"
+    if service == "kafka" and spark_kafka(pyspark.__version__) is None:
+        return f"Maven Central serves no Kafka module for Spark {spark_line()}"
+    if service != "iceberg" and servers(postgres, kafka)[service] is None:
+        return f"no {service} server here (scripts/test installs and starts one)"
+    return None
+
+
+def run_main_suite(
+    request: Any, tmp_path_factory: Any, postgres: Postgres | None, kafka: Any, *extra: str, name: str = "parity"
+) -> Runs:
+    """Both runs of the main suite's scenarios this pytest session selected, with the servers that run here,
+    and ``extra`` driver arguments."""
+    import pytest
+
+    from tests.parity.scenarios import SCENARIOS
+
+    pytest.importorskip("pyspark")
+    arguments = [arg for service, url in servers(postgres, kafka).items() if url for arg in (f"--{service}", url)]
+    return run_both(tmp_path_factory.mktemp(name), [*arguments, *extra, *selected_scenarios(request, SCENARIOS)])
+
+
+def assert_main_scenario(
+    scenario: str, runs: Runs, postgres: Postgres | None, kafka: Any, *, described: bool = False
+) -> None:
+    """:func:`assert_matches_reference` for a main-suite scenario, skipped where a server it needs is missing."""
+    import pytest
+
+    from tests.parity.scenarios import SERVICE_NEEDED
+
+    reason = missing(SERVICE_NEEDED[scenario], postgres, kafka) if scenario in SERVICE_NEEDED else None
+    if reason is not None:
+        pytest.skip(reason)
+    assert_matches_reference(scenario, runs, described=described)

@@ -38,12 +38,12 @@ def metastore_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 
 @pytest.mark.parametrize("scenario", sorted(HIVE_SCENARIOS))
 def test_hive_scenario_matches_the_reference(scenario: str, hive_runs: Runs) -> None:
-    assert_matches_reference(scenario, hive_runs, COMPARED_FACETS)
+    assert_matches_reference(scenario, hive_runs, COMPARED_FACETS, described=True)
 
 
 @pytest.mark.parametrize("scenario", sorted(HIVE_SCENARIOS))
 def test_hive_scenario_with_a_metastore_matches_the_reference(scenario: str, metastore_runs: Runs) -> None:
-    assert_matches_reference(scenario, metastore_runs, COMPARED_FACETS)
+    assert_matches_reference(scenario, metastore_runs, COMPARED_FACETS, described=True)
     symlinks = {s["namespace"] for e in metastore_runs["python"][scenario]["events"] for s in _symlinks(e)}
     assert symlinks <= {"hive://127.0.0.1:PORT"}, symlinks
 
@@ -61,4 +61,4 @@ def _same_port(runs: Runs) -> Runs:
 
 
 def test_every_allowed_hive_difference_still_shows(hive_runs: Runs) -> None:
-    assert_no_stale_allowances(hive_runs, HIVE_SCENARIOS, COMPARED_FACETS)
+    assert_no_stale_allowances(hive_runs, HIVE_SCENARIOS, COMPARED_FACETS, described=True)

@@ -54,6 +54,42 @@ def test_strings_are_counted_in_code_points_and_may_hold_anything() -> None:
     assert alias.node("child") is not None and alias.node("child").fields["value"] == 1  # type: ignore[union-attr]
 
 
+def test_the_expressions_a_plan_node_holds_may_carry_their_sql() -> None:
+    """With descriptions on, the walker writes ``qs<n>:<sql>`` after the class and id of each expression a plan
+    node holds; the sub-expressions within carry none."""
+    sql = "(t1.a + 1) AS `x;y`"
+    text = (
+        f"{{~l.Project;3;@9:3:x;y;[(~e.Alias;#9;qs{len(sql)}:{sql}(~e.Add;(~e.AttributeReference;#1;s1:a)"
+        "(~e.Literal;v1;o~t.IntegerType$;)vfalse;)s3:x;y)]{~l.OneRowRelation;4;|}|4;}"
+    )
+    project = decode(text, _names)
+    assert isinstance(project, CatalystNode)
+    (alias,) = project.nodes("projectList")
+    assert (alias.expr_id, alias.sql, alias.fields["name"]) == (9, sql, "x;y")
+    assert [node.sql for node in alias.sub_nodes()] == [None]
+    assert CatalystNode.from_dict(alias.to_dict()).sql == sql  # kept in recorded fixtures
+
+
+def test_output_columns_may_carry_their_types_and_metadata() -> None:
+    """``&`` instead of ``@``: each output column's data type name and metadata JSON follow its name."""
+    metadata = '{"comment":"a;b:c"}'
+    text = f"{{~l.OneRowRelation;4;&1:1:a7:integer2:{{}}2:3:d;e13:decimal(10,2){len(metadata)}:{metadata};|}}"
+    relation = decode(text, _names)
+    assert isinstance(relation, CatalystNode)
+    assert relation.output == (
+        Attribute(1, "a", "integer", "{}"),
+        Attribute(2, "d;e", "decimal(10,2)", metadata),
+    )
+    again = CatalystNode.from_dict(relation.to_dict())
+    assert again.output == relation.output
+
+
+@pytest.mark.parametrize("text", ["(~e.Alias;#9;q1:x)", "(~e.Alias;#9;qs9:x)"])
+def test_sql_text_that_is_not_a_counted_string_is_refused(text: str) -> None:
+    with pytest.raises(DecodeError):
+        decode(text, _names)
+
+
 def test_values_tuples_options_and_sequences_that_are_not_walked() -> None:
     text = "(~e.Literal;<v2.5;vtrue;NEOverwrite;e42;>z~x.UnsafeRow;1000000;)"
     literal = decode(text, lambda name: ("value", "rows"))

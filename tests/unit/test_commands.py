@@ -113,7 +113,7 @@ def test_hive_tables_get_the_catalog_facet_where_the_reference_gives_it(hive_ver
     _, create = _analyze(directory, "hive_table_insert-0")
     assert create[-1]["job"]["name"] == "fixture_recorder.execute_create_table_command.warehouse_hive_target"
     assert _facet(create[-1], "catalog") == HIVE_CATALOG
-    _, ctas = _analyze(directory, "hive_table_insert-3")
+    _, ctas = _analyze(directory, "hive_table_insert-4")
     assert ctas[-1]["job"]["name"] == (
         "fixture_recorder.execute_create_data_source_table_as_select_command.default_ds_target"
     )
