@@ -1,0 +1,150 @@
+"""The datasets a Spark Connect client's action names, as the driver side names them.
+
+Paths, JDBC tables and Kafka topics are named by :mod:`spark_lineage.naming`, so that what a client reads has
+the identity the server would give it. Tables are names as the user wrote them (``t``, ``db.t``,
+``cat.db.t``): the server's catalog knows where they live, and a table's dataset is its location there, so
+they are left to be resolved (:attr:`ActionDatasets.tables`). A SQL command's tables come from
+openlineage-sql. What cannot be named honestly from the client is said, per read or write, in
+:attr:`ActionDatasets.unnamed` (it goes into the run's ``extractionError`` facet).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_lineage import naming
+from spark_lineage.connect.client.requests import ClientAction, ReadSource, WriteTarget
+from spark_lineage.extras import install_hint
+from spark_lineage.naming import DatasetIdentifier
+from spark_lineage.naming.kafka import kafka_dataset, option_topics
+
+FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "xml", "delta"})
+"""Formats whose datasets are the paths they read or write."""
+
+
+@dataclass
+class ActionDatasets:
+    """What an action reads and writes: named datasets, and tables still to be resolved."""
+
+    inputs: list[DatasetIdentifier] = field(default_factory=list)
+    outputs: list[DatasetIdentifier] = field(default_factory=list)
+    input_tables: list[str] = field(default_factory=list)
+    """Tables read, by the name the user wrote: their datasets are their locations in the server's catalog."""
+    output_tables: list[str] = field(default_factory=list)
+    unnamed: list[str] = field(default_factory=list)
+    """What was read or written but cannot be named from the client, and why."""
+
+
+def action_datasets(action: ClientAction) -> ActionDatasets:
+    """The datasets ``action`` names, from its protos alone (no round trip)."""
+    found = ActionDatasets()
+    for read in action.reads:
+        _read(read, found)
+    if action.write is not None:
+        _write(action.write, found)
+    for sql in action.sql:
+        _sql(sql, found)
+    found.inputs = list(dict.fromkeys(found.inputs))
+    found.outputs = list(dict.fromkeys(found.outputs))
+    found.input_tables = list(dict.fromkeys(found.input_tables))
+    found.output_tables = list(dict.fromkeys(found.output_tables))
+    return found
+
+
+def _read(read: ReadSource, found: ActionDatasets) -> None:
+    if read.table is not None:
+        found.input_tables.append(read.table)
+    else:
+        paths = [*read.paths, *filter(None, [read.options.get("path")])]
+        _by_source(read.format, read.options, paths, found.inputs, found)
+
+
+def _write(write: WriteTarget, found: ActionDatasets) -> None:
+    if write.table is not None:
+        found.output_tables.append(write.table)
+    else:
+        _by_source(write.format, write.options, [write.path] if write.path else [], found.outputs, found)
+
+
+def _by_source(
+    format: str | None,
+    options: Mapping[str, str],
+    paths: list[str],
+    into: list[DatasetIdentifier],
+    found: ActionDatasets,
+) -> None:
+    """The datasets a source or sink of this ``format`` names, from its options or its paths."""
+    source = (format or "").lower()
+    if source == "jdbc":
+        _jdbc(options, into, found)
+    elif source == "kafka":
+        topics = option_topics(dict(options))
+        into.extend(kafka_dataset(options.get("kafka.bootstrap.servers"), topic) for topic in topics)
+        if not topics:
+            found.unnamed.append("Kafka topics named by a pattern or by the rows: which topics is not known")
+    else:
+        _paths(paths, format, into, found)
+
+
+def _jdbc(options: Mapping[str, str], into: list[DatasetIdentifier], found: ActionDatasets) -> None:
+    url, table = options.get("url"), options.get("dbtable")
+    if not url:
+        found.unnamed.append("a JDBC source without a url option")
+    elif table and not table.lstrip().startswith("("):
+        into.append(naming.jdbc_dataset(url, table.strip()))
+    else:
+        found.unnamed.append("a JDBC query: its tables are read on the server")
+
+
+def _paths(paths: list[str], format: str | None, into: list[DatasetIdentifier], found: ActionDatasets) -> None:
+    for path in paths:
+        if path.startswith("/") or "://" in path or path.startswith("file:"):
+            into.append(naming.from_location(path))
+        else:
+            found.unnamed.append(f"the relative path {path!r}: the server resolves it against its own directory")
+    if not paths and (format or "").lower() not in FILE_FORMATS:
+        found.unnamed.append(f"a {format or 'default'} source or sink with no path: this library has no name for it")
+
+
+def _sql(sql: str, found: ActionDatasets) -> None:
+    try:
+        from openlineage_sql import parse
+    except ImportError:
+        found.unnamed.append(f"SQL needs openlineage-sql to be read ({install_hint('spark')})")
+        return
+    try:
+        meta = parse([_without_using(sql)], dialect="spark")
+    except Exception as error:  # noqa: BLE001 - the parser raises its own error types
+        found.unnamed.append(f"SQL that could not be parsed: {error}")
+        return
+    if meta is None:
+        found.unnamed.append("SQL that could not be parsed")
+        return
+    for table in meta.in_tables:
+        _sql_table(table, found.inputs, found.input_tables)
+    for table in meta.out_tables:
+        _sql_table(table, found.outputs, found.output_tables)
+    found.unnamed.extend(f"SQL: {error.message}" for error in meta.errors)
+
+
+_CREATE = re.compile(r"\s*(?:create|replace)\b", re.IGNORECASE)
+_USING = re.compile(r"\busing\s+[`\w.]+", re.IGNORECASE)
+
+
+def _without_using(sql: str) -> str:
+    """``CREATE TABLE … USING <format> …`` without its ``USING`` clause, which openlineage-sql's Spark dialect
+    does not know (it reads every other clause of Spark's ``CREATE TABLE``); other statements as they are."""
+    return _USING.sub("", sql, count=1) if _CREATE.match(sql) else sql
+
+
+def _sql_table(table: Any, datasets: list[DatasetIdentifier], tables: list[str]) -> None:
+    """A table of SQL: a file source's path (``parquet.`/data/t```) is that path's dataset; any other, a table
+    to resolve."""
+    schema, name = table.schema, str(table.name)
+    if schema and str(schema).lower() in FILE_FORMATS and table.database is None and name.startswith("/"):
+        datasets.append(naming.from_location(name))
+    else:
+        tables.append(str(table.qualified_name))

@@ -1,0 +1,243 @@
+"""What a Spark Connect client's ``ExecutePlanRequest`` says it reads and writes, from its protos alone.
+
+The request is read through protobuf's reflection (message full names, ``ListFields``, enum descriptors), so
+this module imports no PySpark and takes the protos of any Connect client (PySpark 3.5's and 4.x's, or
+``pyspark-client``'s). Relations are a tree of many kinds (``project``, ``filter``, ``join``, ...): a visitor
+over every message field finds the reads and SQL texts inside, whatever the kinds between them.
+
+Options are kept only where naming needs them (a JDBC table and URL, Kafka topics and servers, a path):
+a password never leaves the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+READ = "spark.connect.Read"
+SQL = "spark.connect.SQL"
+RELATION = "spark.connect.Relation"
+
+NAMING_OPTIONS = frozenset(
+    {"path", "dbtable", "query", "url", "subscribe", "subscribepattern", "assign", "topic", "kafka.bootstrap.servers"}
+)
+"""The source and sink options a dataset's name comes from (keys in lower case); no other option is kept."""
+
+
+class ActionKind(str, Enum):
+    """What a request asks the server to do."""
+
+    WRITE = "write"
+    """``DataFrameWriter``: ``save``, ``saveAsTable``, ``insertInto`` (a ``WriteOperation``)."""
+    WRITE_V2 = "write_v2"
+    """``DataFrameWriterV2``: ``writeTo(...).create()``, ``append()``, ... (a ``WriteOperationV2``)."""
+    SQL = "sql"
+    """``spark.sql(...)`` (a ``SqlCommand``)."""
+    QUERY = "query"
+    """A plan whose rows come back (``collect``, ``toPandas``, ``count``)."""
+    OTHER = "other"
+    """Any other command (a view, a function, a streaming query's control)."""
+
+
+@dataclass(frozen=True)
+class ReadSource:
+    """One read in an action's input tree: a data source (``format`` and ``paths``) or a table by name."""
+
+    format: str | None = None
+    paths: tuple[str, ...] = ()
+    table: str | None = None
+    """A ``named_table``'s identifier as the user wrote it (``db.t``, ``cat.db.t``)."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The naming options (:data:`NAMING_OPTIONS`), keys in lower case."""
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where an action writes: a ``format`` to a ``path``, or a ``table``."""
+
+    format: str | None = None
+    path: str | None = None
+    table: str | None = None
+    method: str = "save"
+    """``save``, ``saveAsTable``, ``insertInto`` (``WriteOperation``) or ``writeTo`` (``WriteOperationV2``)."""
+    mode: str | None = None
+    """The save mode as the proto names it without its prefix: ``overwrite``, ``append``, ``create``, ..."""
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClientAction:
+    """One request of a Connect client, as plain data."""
+
+    kind: ActionKind
+    session_id: str = ""
+    operation_id: str = ""
+    reads: tuple[ReadSource, ...] = ()
+    write: WriteTarget | None = None
+    sql: tuple[str, ...] = ()
+    """The SQL texts of the action: a ``spark.sql`` command's, and those of ``spark.sql`` DataFrames it reads."""
+
+
+def read_request(request: Any) -> ClientAction:
+    """The action an ``ExecutePlanRequest`` asks for."""
+    base = ClientAction(
+        ActionKind.OTHER, session_id=str(request.session_id), operation_id=str(getattr(request, "operation_id", ""))
+    )
+    root, command = _operation(request.plan)
+    if root is not None:
+        return replace(base, kind=ActionKind.QUERY, reads=_reads(root), sql=_sql_texts(root))
+    kind = command.WhichOneof("command_type") if command is not None else None
+    if kind == "write_operation":
+        write = command.write_operation
+        return replace(
+            base, kind=ActionKind.WRITE, reads=_reads(write.input), write=_write(write), sql=_sql_texts(write.input)
+        )
+    if kind == "write_operation_v2":
+        write = command.write_operation_v2
+        return replace(
+            base,
+            kind=ActionKind.WRITE_V2,
+            reads=_reads(write.input),
+            write=_write_v2(write),
+            sql=_sql_texts(write.input),
+        )
+    if kind == "sql_command":
+        sql = command.sql_command
+        texts: tuple[str, ...] = (str(sql.sql),) if str(getattr(sql, "sql", "")) else ()  # 3.5: the text itself
+        if _has(sql, "input"):  # 4.x: a relation holding the SQL
+            texts += _sql_texts(sql.input)
+        return replace(base, kind=ActionKind.SQL, sql=texts)
+    return base
+
+
+def _operation(plan: Any) -> tuple[Any, Any]:
+    """The plan's relation or command (one of the two), decompressed when the client compressed it (PySpark 4.1+
+    sends a plan larger than the server's ``planCompression.threshold`` as zstd)."""
+    kind = plan.WhichOneof("op_type")
+    if kind == "root":
+        return plan.root, None
+    if kind == "command":
+        return None, plan.command
+    if kind != "compressed_operation":
+        return None, None
+    compressed = plan.compressed_operation
+    data = _unzstd(bytes(compressed.data))
+    if data is None:
+        return None, None
+    relation = _enum_name(compressed, "op_type").endswith("RELATION")
+    message = type(plan.root)() if relation else type(plan.command)()
+    message.ParseFromString(data)
+    return (message, None) if relation else (None, message)
+
+
+def _unzstd(data: bytes) -> bytes | None:
+    try:
+        import zstandard  # the module PySpark compresses plans with; a client that did has it
+    except ImportError:
+        return None
+    try:
+        return bytes(zstandard.ZstdDecompressor().decompress(data))
+    except zstandard.ZstdError:
+        return None
+
+
+def messages(message: Any) -> Iterator[Any]:
+    """``message`` and every message inside it, depth first (a visitor over protobuf's reflection)."""
+    pending = [message]
+    while pending:
+        current = pending.pop()
+        yield current
+        children = []
+        for descriptor, value in current.ListFields():
+            if descriptor.message_type is None:
+                continue
+            if _repeated(descriptor):
+                if descriptor.message_type.GetOptions().map_entry:
+                    continue  # a map of plain values (options)
+                children.extend(value)
+            else:
+                children.append(value)
+        pending.extend(reversed(children))
+
+
+def _repeated(descriptor: Any) -> bool:
+    """Whether a field is repeated (protobuf 6 says ``is_repeated``; earlier ones, ``label``)."""
+    repeated = getattr(descriptor, "is_repeated", None)
+    return bool(repeated) if repeated is not None else descriptor.label == _LABEL_REPEATED
+
+
+_LABEL_REPEATED = 3
+
+
+def _reads(relation: Any) -> tuple[ReadSource, ...]:
+    return tuple(_read(m) for m in messages(relation) if m.DESCRIPTOR.full_name == READ)
+
+
+def _read(read: Any) -> ReadSource:
+    if read.WhichOneof("read_type") == "named_table":
+        table = read.named_table
+        return ReadSource(table=str(table.unparsed_identifier), options=_naming_options(table.options))
+    source = read.data_source
+    return ReadSource(
+        format=str(source.format) if _has(source, "format") else None,
+        paths=tuple(str(path) for path in source.paths),
+        options=_naming_options(source.options),
+    )
+
+
+def _sql_texts(relation: Any) -> tuple[str, ...]:
+    return tuple(str(m.query) for m in messages(relation) if m.DESCRIPTOR.full_name == SQL)
+
+
+def _write(write: Any) -> WriteTarget:
+    options = _naming_options(write.options)
+    save_type = write.WhichOneof("save_type")
+    method, table = "save", None
+    if save_type == "table":
+        table = str(write.table.table_name)
+        method = "insertInto" if _enum_name(write.table, "save_method").endswith("INSERT_INTO") else "saveAsTable"
+    return WriteTarget(
+        format=str(write.source) if _has(write, "source") else None,
+        path=str(write.path) if save_type == "path" else options.get("path"),
+        table=table,
+        method=method,
+        mode=_mode(_enum_name(write, "mode"), "SAVE_MODE_"),
+        options=options,
+    )
+
+
+def _write_v2(write: Any) -> WriteTarget:
+    return WriteTarget(
+        format=str(write.provider) if _has(write, "provider") else None,
+        table=str(write.table_name),
+        method="writeTo",
+        mode=_mode(_enum_name(write, "mode"), "MODE_"),
+        options=_naming_options(write.options),
+    )
+
+
+def _naming_options(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(key).lower(): str(value) for key, value in options.items() if str(key).lower() in NAMING_OPTIONS}
+
+
+def _enum_name(message: Any, field_name: str) -> str:
+    descriptor = message.DESCRIPTOR.fields_by_name[field_name]
+    value = descriptor.enum_type.values_by_number.get(getattr(message, field_name))
+    return value.name if value is not None else ""
+
+
+def _mode(name: str, prefix: str) -> str | None:
+    mode = name.removeprefix(prefix).lower()
+    return None if mode in ("", "unspecified") else mode
+
+
+def _has(message: Any, field_name: str) -> bool:
+    """Whether an optional field (or a message field) is set; ``False`` for a field this proto lacks."""
+    if field_name not in message.DESCRIPTOR.fields_by_name:
+        return False
+    try:
+        return bool(message.HasField(field_name))
+    except ValueError:  # a plain field without presence: set when not its default
+        return bool(getattr(message, field_name))

@@ -1,0 +1,213 @@
+"""What a Spark Connect client's requests read and write, from requests a real client sent (recorded by
+``tests/fixtures/record_connect_requests.py`` against a real server), read without a server: the actions,
+and their datasets named as the driver side names them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_lineage.connect.client.datasets import ActionDatasets, action_datasets
+from spark_lineage.connect.client.requests import ActionKind, ClientAction, ReadSource, WriteTarget, read_request
+
+proto = pytest.importorskip("pyspark.sql.connect.proto", reason="the requests are PySpark's Connect protos")
+
+REQUESTS = Path(__file__).parent.parent / "fixtures" / "connect_requests"
+
+
+def _line(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2])
+
+
+def _readable_versions() -> list[str]:
+    """The recordings this PySpark's protos can read: those of its line and older ones (a newer client's
+    requests hold fields an older proto does not know)."""
+    import pyspark
+
+    installed = _line(pyspark.__version__)
+    return sorted(p.name for p in REQUESTS.iterdir() if p.is_dir() and _line(p.name.split("-")[1]) <= installed)
+
+
+VERSIONS = _readable_versions()
+DATA = "/tmp/spark-lineage-fixtures/connect/data"
+SOURCE = ReadSource(format="parquet", paths=(f"{DATA}/src",))
+FILE_SOURCE = ("file", f"{DATA}/src")
+POSTGRES = "postgres://db.example.com:5432"
+
+
+def _requests(version: str, name: str) -> list[Any]:
+    recorded = json.loads((REQUESTS / version / f"{name}.json").read_text())["requests"]
+    return [proto.ExecutePlanRequest.FromString(base64.b64decode(text)) for text in recorded]
+
+
+def _action(version: str, name: str) -> ClientAction:
+    return read_request(_requests(version, name)[-1])
+
+
+def _named(found: ActionDatasets) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str], list[str]]:
+    return (
+        [(d.namespace, d.name) for d in found.inputs],
+        [(d.namespace, d.name) for d in found.outputs],
+        found.input_tables,
+        found.output_tables,
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("name", "write", "named"),
+    [
+        (
+            "write_path",
+            WriteTarget(format="parquet", path=f"{DATA}/out", mode="overwrite"),
+            ([FILE_SOURCE], [("file", f"{DATA}/out")], [], []),
+        ),
+        (
+            "save_as_table",
+            WriteTarget(table="t_out", method="saveAsTable", mode="overwrite"),
+            ([FILE_SOURCE], [], [], ["t_out"]),
+        ),
+        ("insert_into", WriteTarget(table="t_out", method="insertInto"), ([FILE_SOURCE], [], [], ["t_out"])),
+        (
+            "relative_path",
+            WriteTarget(format="parquet", path="relative/out", mode="overwrite"),
+            ([FILE_SOURCE], [], [], []),
+        ),
+    ],
+)
+def test_a_dataframe_write_names_what_it_reads_and_where_it_writes(
+    version: str, name: str, write: WriteTarget, named: Any
+) -> None:
+    action = _action(version, name)
+    assert action.kind == ActionKind.WRITE
+    assert action.reads == (SOURCE,) and action.write == write and action.sql == ()
+    assert action.session_id and action.operation_id
+    assert _named(action_datasets(action)) == named
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_relative_path_is_not_named_and_says_why(version: str) -> None:
+    assert action_datasets(_action(version, "relative_path")).unnamed == [
+        "the relative path 'relative/out': the server resolves it against its own directory"
+    ]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_join_of_a_table_and_files_written_as_json(version: str) -> None:
+    action = _action(version, "join_write_json")
+    assert action.reads == (ReadSource(table="t_out"), SOURCE)
+    assert action.write == WriteTarget(format="json", path=f"{DATA}/joined", mode="append")
+    assert _named(action_datasets(action)) == ([FILE_SOURCE], [("file", f"{DATA}/joined")], ["t_out"], [])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_v2_write_names_its_table_and_provider(version: str) -> None:
+    action = _action(version, "write_to_v2")
+    assert action.kind == ActionKind.WRITE_V2
+    assert action.write == WriteTarget(format="parquet", table="t_v2", method="writeTo", mode="create")
+    assert _named(action_datasets(action)) == ([], [], ["t_out"], ["t_v2"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_jdbc_reads_and_writes_keep_only_the_options_naming_needs(version: str) -> None:
+    read = _action(version, "jdbc_read_write")
+    (source,) = read.reads
+    assert source.options == {"url": "jdbc:postgresql://db.example.com:5432/shop", "dbtable": "public.orders"}
+    assert "not-a-real-secret" not in repr(read) and "reader" not in repr(read)
+    assert _named(action_datasets(read)) == (
+        [(POSTGRES, "shop.public.orders")],
+        [("file", f"{DATA}/orders")],
+        [],
+        [],
+    )
+    written = _action(version, "jdbc_write")
+    assert written.write is not None and "not-a-real-secret" not in repr(written)
+    assert _named(action_datasets(written)) == ([FILE_SOURCE], [(POSTGRES, "shop.public.buckets")], [], [])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_kafka_read_names_its_topic_on_its_cluster(version: str) -> None:
+    action = _action(version, "kafka_read_write")
+    assert _named(action_datasets(action)) == (
+        [("kafka://broker.example.com:9092", "events")],
+        [("file", f"{DATA}/events")],
+        [],
+        [],
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("name", "sql", "named"),
+    [
+        (
+            "sql_insert",
+            f"INSERT INTO t_out SELECT id, b FROM parquet.`{DATA}/src`",
+            ([FILE_SOURCE], [], [], ["t_out"]),
+        ),
+        # openlineage-sql reads Spark's CREATE TABLE once its USING clause is left out
+        (
+            "sql_ctas",
+            "CREATE TABLE t_copy USING parquet AS SELECT id, bucket FROM default.t_out",
+            ([], [], ["default.t_out"], ["t_copy"]),
+        ),
+    ],
+)
+def test_sql_is_read_with_openlineage_sql(version: str, name: str, sql: str, named: Any) -> None:
+    pytest.importorskip("openlineage_sql", reason="reading SQL needs the spark extra")
+    action = _action(version, name)
+    assert (action.kind, action.sql, action.reads, action.write) == (ActionKind.SQL, (sql,), (), None)
+    found = action_datasets(action)
+    assert _named(found) == named and found.unnamed == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_result_of_spark_sql_written_reads_the_sql_s_tables(version: str) -> None:
+    """``spark.sql("SELECT …")`` sends its statement at once (an action that writes nothing); the write of its
+    result holds the statement as its input."""
+    pytest.importorskip("openlineage_sql", reason="reading SQL needs the spark extra")
+    statement, write = (read_request(request) for request in _requests(version, "sql_dataframe_write"))
+    assert statement.kind == ActionKind.SQL and statement.write is None
+    assert write.kind == ActionKind.WRITE and write.sql == ("SELECT id FROM t_out WHERE id > 2",)
+    assert _named(action_datasets(write)) == ([], [("file", f"{DATA}/sql_out")], ["t_out"], [])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_collect_is_a_query_of_its_table(version: str) -> None:
+    action = _action(version, "collect")
+    assert (action.kind, action.reads, action.write) == (ActionKind.QUERY, (ReadSource(table="t_out"),), None)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_compressed_plan_is_read_as_the_plan_it_holds(version: str) -> None:
+    """PySpark 4.1+ sends a plan larger than the server's threshold compressed with zstd."""
+    zstandard = pytest.importorskip("zstandard")
+    if not hasattr(proto.Plan, "CompressedOperation"):
+        pytest.skip("this PySpark's client sends no compressed plan")
+    (request,) = _requests(version, "write_path")
+    compressed = proto.ExecutePlanRequest()
+    compressed.CopyFrom(request)
+    command = request.plan.command.SerializeToString()
+    compressed.plan.compressed_operation.CopyFrom(
+        proto.Plan.CompressedOperation(
+            data=zstandard.ZstdCompressor().compress(command),
+            op_type=proto.Plan.CompressedOperation.OpType.OP_TYPE_COMMAND,
+            compression_codec=proto.CompressionCodec.COMPRESSION_CODEC_ZSTD,
+        )
+    )
+    assert compressed.plan.WhichOneof("op_type") == "compressed_operation"
+    assert read_request(compressed) == read_request(request)
+
+
+def test_reading_a_clients_requests_imports_neither_py4j_nor_pyspark() -> None:
+    """The client side must work with the thin ``pyspark-client`` package, which has no py4j."""
+    import subprocess
+    import sys
+
+    modules = "spark_lineage.connect.client.requests, spark_lineage.connect.client.datasets"
+    probe = f"import sys, {modules}; print(sorted(m for m in ('py4j', 'pyspark') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
