@@ -132,13 +132,16 @@ class StreamTracker:
 
     def handle(self, pending: PendingStreamEvent) -> None:
         try:
+            after: Callable[[], None] | None = None
             with self._lock:
                 if pending.kind is StreamEventKind.STARTED:
                     self._started(pending)
                 elif pending.kind is StreamEventKind.PROGRESS:
-                    self._progress(pending)
+                    after = self._progress(pending)
                 else:
                     self._terminated(pending)
+            if after is not None:  # out of the lock: a foreachBatch query's sources() need not wait for it
+                after()
         finally:
             pending.event = None  # let the JVM free the event now
 
@@ -162,26 +165,34 @@ class StreamTracker:
             self._streams.pop(next(iter(self._streams)))
         self._deliver([self._events.stream_event(RunState.START, start_ms, run, None)])
 
-    def _progress(self, pending: PendingStreamEvent) -> None:
+    def _progress(self, pending: PendingStreamEvent) -> Callable[[], None] | None:
+        """Handle a micro-batch's progress; what is left to do once the lock is let go: read the batch's Spark
+        jobs (which waits, up to :data:`BATCH_JOBS_WAIT_SECONDS`, for the job listener) and report its run."""
         progress = json.loads(self._bridge.streams.progress_json(pending.event))
         stream = self._streams.get(str(progress.get("id")))
         if stream is None:  # started before lineage was on
-            return
+            return None
         if stream.lineage is None:
             self._read_plan(stream, pending.at_ms)
         if stream.lineage is not None and not stream.announced:  # its plan may have been read for a foreachBatch
             stream.announced = True
             self._deliver([self._events.stream_event(RunState.RUNNING, pending.at_ms, stream.run, stream.lineage)])
         batch = MicroBatch.from_progress(progress)
-        if batch.ran and stream.batch is not None and stream.lineage is not None:
+        captured, lineage = stream.batch, stream.lineage  # set once, never changed after
+        if not batch.ran or captured is None or lineage is None:
+            return None
+
+        def report() -> None:
             query = dataclasses.replace(
-                stream.batch,
+                captured,
                 start_ms=batch.start_ms,
                 end_ms=batch.end_ms,
                 metrics={} if batch.output_rows is None else {"numOutputRows": batch.output_rows},
                 jobs=self._jobs_of(progress.get("runId"), batch),
             )
-            self._deliver(self._events.query_events(query, stream.lineage, parent=stream.run, streaming=True))
+            self._deliver(self._events.query_events(query, lineage, parent=stream.run, streaming=True))
+
+        return report
 
     def _jobs_of(self, run_id: Any, batch: MicroBatch) -> tuple[QueryJob, ...]:
         """The Spark jobs a micro-batch ran; none when they could not be read (the batch's run is reported

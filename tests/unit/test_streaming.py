@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -323,6 +324,39 @@ def test_a_query_is_a_run_and_each_micro_batch_a_run_under_it() -> None:
     for event in [*query[1:], *batches]:
         assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [(KAFKA, "orders")]
         assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [(KAFKA, "copy")]
+
+
+def test_a_foreach_batch_query_s_sources_need_not_wait_for_a_micro_batch_s_jobs() -> None:
+    """The streams worker waits (up to BATCH_JOBS_WAIT_SECONDS) for a micro-batch's jobs; meanwhile the
+    analysis worker, asking what a foreachBatch query's stream reads, is answered at once: the wait holds
+    no lock."""
+    answered: list[Any] = []
+
+    class _WaitingStreams(_FakeStreams):
+        def batch_jobs(self, run_id: str, batch_id: int, wait_seconds: float) -> tuple[QueryJob, ...]:
+            asking = threading.Thread(target=lambda: answered.append(tracker.sources("q-1")))
+            asking.start()
+            asking.join(30)  # a bound for a deadlock only: the answer comes at once
+            return super().batch_jobs(run_id, batch_id, wait_seconds)
+
+    bridge = _FakeBridge()
+    bridge.streams = _WaitingStreams("query handle")
+    tree = _kafka_sink(_kafka_source({"orders": {"0": 4}}), **{"kafka.bootstrap.servers": SERVERS, "topic": "copy"})
+    delivered: list[RunEvent] = []
+    tracker = StreamTracker(
+        bridge,
+        EventBuilder(LineageConfig(), SESSION, "01930000-0000-7000-8000-000000000000"),
+        lambda pending: CapturedQuery("micro_batch", 0, 0, tree=tree, executed_node="WriteToDataSourceV2"),
+        lambda query: analysis.analyze(query, AnalysisContext(session=SESSION)),
+        delivered.extend,
+        ErrorLog(),
+    )
+    for kind, event in ((StreamEventKind.STARTED, "copy orders"), (StreamEventKind.PROGRESS, _progress(0, 4))):
+        tracker.handle(PendingStreamEvent(kind, event, 1767323100000))
+    ((source,),) = answered
+    assert (source.identifier.namespace, source.identifier.name) == (KAFKA, "orders")
+    batch = [json.loads(Serde.to_json(e)) for e in delivered if e.job.name == "app.write_to_data_source_v2"]
+    assert [e["eventType"] for e in batch] == ["START", "RUNNING", "RUNNING", "COMPLETE"]
 
 
 def test_a_foreach_batch_query_asks_the_sources_before_the_first_progress_and_the_run_still_names_them() -> None:
