@@ -211,3 +211,27 @@ def test_reading_a_clients_requests_imports_neither_py4j_nor_pyspark() -> None:
     modules = "spark_lineage.connect.client.requests, spark_lineage.connect.client.datasets"
     probe = f"import sys, {modules}; print(sorted(m for m in ('py4j', 'pyspark') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+@pytest.mark.parametrize(
+    ("conf", "reason"),
+    [
+        (
+            {"spark.extraListeners": "com.example.Mine, io.openlineage.spark.agent.OpenLineageSparkListener"},
+            "the server runs openlineage-spark (io.openlineage.spark.agent.OpenLineageSparkListener in "
+            "spark.extraListeners)",
+        ),
+        (
+            {"spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": "http://ol:5000"},
+            "the server runs spark_lineage (spark.openlineage.transport.type is set)",
+        ),
+        ({"spark.openlineage.transport.type": "http", "spark.openlineage.disabled": "true"}, None),
+        ({"spark.app.name": "Spark Connect server"}, None),
+    ],
+)
+def test_a_server_that_reports_its_sessions_itself_is_told_from_its_confs(
+    conf: dict[str, str], reason: str | None
+) -> None:
+    from spark_lineage.connect.client.servers import server_lineage
+
+    assert server_lineage(conf) == reason

@@ -8,7 +8,9 @@ know of lineage it reads from those protos, with no extra round trip and no JVM:
   reads, what it writes, its SQL), through protobuf's reflection;
 - :mod:`~spark_lineage.connect.client.datasets`: the datasets an action names, through the same naming
   module as the driver side (a path, a JDBC table or a Kafka topic read on the client has the identity it has
-  on the server), and the tables of SQL through openlineage-sql.
+  on the server), and the tables of SQL through openlineage-sql;
+- :mod:`~spark_lineage.connect.client.servers`: whether the server reports its sessions itself (then the
+  client only sets its identity, and nothing is reported twice).
 
 Nothing here imports py4j.
 """
