@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.parity.compare import differences
+from tests.parity.compare import differences, load_allowed
 
 
 def _run(run_id: str, job: str, *steps: tuple[str, str]) -> list[dict[str, Any]]:
@@ -81,3 +81,21 @@ def test_a_run_the_reference_sent_without_its_start_is_named_so_and_no_other_seq
     assert _found(other, ours) == [("eventTypes", "sequence", "START COMPLETE", "START RUNNING COMPLETE")]
     # ours without a START is never excused as the reference's lag
     assert _found(ours, alone) == [("eventTypes", "sequence", "START RUNNING COMPLETE", "RUNNING COMPLETE")]
+
+
+def test_a_run_the_reference_sent_as_its_complete_alone_is_named_so_without_a_job_details_difference() -> None:
+    """Its listener behind, the reference sends neither the START nor the RUNNING events (with their
+    ``spark_jobDetails``) of an execution that has ended: one difference says so, which the allowed list
+    excuses as intermittent; the missing RUNNING events' facets are no second difference."""
+    ours = _run("a", "job", ("START", "01.000"), ("RUNNING", "01.500"), ("RUNNING", "01.800"), ("COMPLETE", "02.000"))
+    for event in ours[1:3]:
+        event["run"]["facets"]["spark_jobDetails"] = {"jobId": 1}
+    alone = _run("b", "job", ("COMPLETE", "02.000"))
+    found = differences("s", {"events": alone, "error": None}, {"events": ours, "error": None})
+    assert [(d.aspect, d.detail) for d in found] == [("eventTypes", "START and RUNNING missing")]
+    (allowed,) = [e for e in load_allowed() if e.matches(found[0], "4.3")]
+    assert allowed.intermittent
+    # a FAIL alone for ours ending COMPLETE is no lag
+    failed = _run("c", "job", ("FAIL", "02.000"))
+    details = [d.detail for d in differences("s", {"events": failed, "error": None}, {"events": ours, "error": None})]
+    assert details[:1] == ["sequence"]
