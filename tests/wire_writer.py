@@ -54,6 +54,8 @@ class Expression:
     class_name: str
     fields: tuple[TreeModel, ...] = ()
     expr_id: int | None = None
+    sql: str | None = None
+    """Its SQL text, written when column-lineage descriptions are read."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class Plan:
     fields: tuple[TreeModel, ...] = ()
     output: tuple[tuple[int, str], ...] | None = ()
     """The output columns (expression id, name); ``None`` writes none (its output could not be computed)."""
+    types: tuple[tuple[str, str], ...] | None = None
+    """Each output column's type name and metadata JSON, written as the typed output when given."""
 
 
 TreeModel = Union[None, str, int, float, bool, ExprId, JavaEnum, Other, Rows, Skipped, Tuple, Expression, Plan, list]
@@ -140,6 +144,8 @@ class TreeWriter:
             out.append(f"{t.EXPRESSION.value}{short_class_name(value.class_name)}{end}")
             if value.expr_id is not None:
                 out.append(f"{t.EXPR_ID_OF.value}{value.expr_id}{end}")
+            if value.sql is not None:
+                out.append(t.SQL_OF.value + _string(value.sql))
             for item in value.fields:
                 self.write(item)
             out.append(t.EXPRESSION_END.value)
@@ -152,8 +158,12 @@ class TreeWriter:
         identity = self.identities[id(plan)] = str(len(self.identities) + 1000)
         out.append(f"{t.PLAN.value}{short_class_name(plan.class_name)}{end}{identity}{end}")
         if plan.output is not None:
-            out.append(t.OUTPUT.value)
-            out.extend(f"{expr_id}{length_end}{len(name)}{length_end}{name}" for expr_id, name in plan.output)
+            typed = plan.types is not None and len(plan.types) == len(plan.output)
+            out.append(t.TYPED_OUTPUT.value if typed else t.OUTPUT.value)
+            for position, (expr_id, name) in enumerate(plan.output):
+                out.append(f"{expr_id}{length_end}{len(name)}{length_end}{name}")
+                if typed and plan.types is not None:
+                    out.extend(f"{len(text)}{length_end}{text}" for text in plan.types[position])
             out.append(end)
         for item in plan.fields:
             self.write(item)

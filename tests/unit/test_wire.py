@@ -72,9 +72,13 @@ def expected(value: TreeModel) -> Any:
     if isinstance(value, Tuple):
         return tuple(expected(item) for item in value.items)
     if isinstance(value, Expression):
-        return ("expression", value.class_name, value.expr_id, tuple(expected(f) for f in value.fields))
+        return ("expression", value.class_name, value.expr_id, value.sql, tuple(expected(f) for f in value.fields))
     if isinstance(value, Plan):
-        output = tuple(value.output or ())
+        typed = value.output is not None and value.types is not None and len(value.types) == len(value.output)
+        output = tuple(
+            (*column, *(value.types[i] if typed and value.types is not None else (None, None)))
+            for i, column in enumerate(value.output or ())
+        )
         children = len(plan_nodes_among(value.fields))
         return ("plan", value.class_name, output, tuple(expected(f) for f in value.fields), children)
     return value
@@ -91,10 +95,10 @@ def comparable(value: Any) -> Any:
         fields = tuple(comparable(f) for f in value.fields.values())
         assert list(value.fields) == [f"_{i}" for i in range(len(fields))]
         if not value.is_plan:
-            return ("expression", value.class_name, value.expr_id, fields)
+            return ("expression", value.class_name, value.expr_id, value.sql, fields)
         among = catalyst_tree._plan_nodes_in(list(value.fields.values()))
         assert len(value.children) == len(among) and all(a is b for a, b in zip(value.children, among))
-        output = tuple((a.expr_id, a.name) for a in value.output)
+        output = tuple((a.expr_id, a.name, a.type, a.metadata) for a in value.output)
         return ("plan", value.class_name, output, fields, len(value.children))
     return value
 
@@ -126,6 +130,7 @@ leaves = st.one_of(
     st.just(Skipped()),
 )
 outputs = st.one_of(st.none(), st.lists(st.tuples(st.integers(0, 10**9), any_text), max_size=4).map(tuple))
+output_types = st.one_of(st.none(), st.lists(st.tuples(any_text, any_text), max_size=4).map(tuple))
 
 
 def _extend(children: st.SearchStrategy[TreeModel]) -> st.SearchStrategy[TreeModel]:
@@ -133,8 +138,10 @@ def _extend(children: st.SearchStrategy[TreeModel]) -> st.SearchStrategy[TreeMod
     return st.one_of(
         st.lists(children, max_size=4),
         st.builds(Tuple, fields),
-        st.builds(Expression, class_names, fields, st.one_of(st.none(), st.integers(0, 2**40))),
-        st.builds(Plan, class_names, fields, outputs),
+        st.builds(
+            Expression, class_names, fields, st.one_of(st.none(), st.integers(0, 2**40)), st.one_of(st.none(), any_text)
+        ),
+        st.builds(Plan, class_names, fields, outputs, output_types),
     )
 
 
