@@ -35,7 +35,7 @@ from iceberg_facets.items import Close, Committed, Flush, Item, RunEnded, RunSta
 from iceberg_facets.pipe import frame, write_all
 from iceberg_facets.records import RunRecord
 from spark_lineage.config import LineageConfig
-from spark_lineage.delivery import Delivery, create_client, open_spool
+from spark_lineage.delivery import Delivery, create_client
 from spark_lineage.events import new_run_id
 from spark_lineage.redaction import Redactor
 from spark_lineage.worker import ErrorLog
@@ -71,8 +71,14 @@ def open_delivery(
     ``config`` describes). A spool that cannot be kept on disk (or breaks later) is replaced by one in memory, with
     a warning (:mod:`spark_lineage.delivery.failover`): lineage still flows while the process lives."""
     client = client or create_client(config, redactor)
-    spool = open_spool(config, "iceberg_facets.enable() option spool_dir", label="iceberg_facets")
-    return Delivery(client, spool, errors, redactor, "iceberg_facets", config.producer, config.delivery_concurrency)
+    return Delivery.configured(
+        config,
+        client,
+        errors,
+        redactor,
+        label="iceberg_facets",
+        spool_setting="iceberg_facets.enable() option spool_dir",
+    )
 
 
 class RunAssembler:

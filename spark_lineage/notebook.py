@@ -26,7 +26,7 @@ from typing import Any
 
 from spark_lineage import notebook_graph
 from spark_lineage.errors import DatasetNotFoundError, NotebookUsageError
-from spark_lineage.session import RunSummary
+from spark_lineage.process import RunSummary
 
 USAGE = (
     "usage: %lineage [--last N] [--dataset NAME] [--runs]\n"

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from spark_lineage.errors import DatasetNotFoundError
-from spark_lineage.session import RunSummary
+from spark_lineage.process import RunSummary
 
 SHOWN_RUNS = 12
 """Runs ``%lineage`` draws without ``--last``: more would not fit a notebook's width legibly."""

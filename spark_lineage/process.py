@@ -19,15 +19,87 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from openlineage.client.event_v2 import RunState
+from openlineage.client.event_v2 import RunEvent, RunState
 
 from spark_lineage import endings, naming
 from spark_lineage.deadline import Deadline
+from spark_lineage.delivery.console import dataset_label
 
 if TYPE_CHECKING:
-    from spark_lineage.session import LineageRuntime, RunSummary, SparkLineageHandle
+    from spark_lineage.config import LineageConfig
+    from spark_lineage.delivery import Delivery
+    from spark_lineage.session import LineageRuntime, SparkLineageHandle
+
+
+class Runtime(Protocol):
+    """What the process asks of a session's lineage, whichever runs it: a driver's session
+    (:class:`spark_lineage.session.LineageRuntime`) or a Spark Connect client's
+    (:class:`spark_lineage.connect.client.runtime.ClientRuntime`)."""
+
+    config: LineageConfig
+    delivery: Delivery
+    app_run_id: str
+    active: bool
+
+    @property
+    def context_id(self) -> int | None:
+        """``id`` of the Python SparkContext whose stop ends it; ``None``: none does (a Connect client's)."""
+        ...
+
+    @property
+    def jvm_gone(self) -> bool:
+        """Whether the JVM it reads has ended under it."""
+        ...
+
+    def owns_listener(self, name: str) -> bool:
+        """Whether it registered Spark's query listener of this name."""
+        ...
+
+    def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool: ...
+
+    def shutdown(
+        self,
+        state: RunState,
+        *,
+        timeout: float | None = None,
+        error: str | None = None,
+        stack: str | None = None,
+        ending_first: bool = False,
+    ) -> bool: ...
+
+    def wait_ended(self, timeout: float) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one finished query run read and wrote, for people looking at a session (``%lineage``)."""
+
+    job_name: str
+    state: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    run_id: str = ""
+    job_namespace: str = ""
+    datasets: tuple[tuple[str, str, str], ...] = ()
+    """``(label, namespace, name)`` of each input and output: the full identity behind a label."""
+
+    @classmethod
+    def of(cls, event: RunEvent) -> RunSummary:
+        every = [*(event.inputs or ()), *(event.outputs or ())]
+        return cls(
+            job_name=event.job.name,
+            state=event.eventType.value if event.eventType else "",
+            inputs=tuple(dataset_label(d.namespace, d.name) for d in event.inputs or ()),
+            outputs=tuple(dataset_label(d.namespace, d.name) for d in event.outputs or ()),
+            run_id=str(event.run.runId),
+            job_namespace=event.job.namespace,
+            datasets=tuple(dict.fromkeys((dataset_label(d.namespace, d.name), d.namespace, d.name) for d in every)),
+        )
+
 
 RECENT_RUNS = 1000
 """How many finished query runs ``%lineage`` can show."""
@@ -57,7 +129,7 @@ class LineageProcess:
         """The enabled handle whose runtime registered the query listener of this name."""
         with self.lock:
             for handle in self._handles.values():
-                if handle.enabled and handle._runtime is not None and handle._runtime.listener.toString() == name:
+                if handle.enabled and handle._runtime is not None and handle._runtime.owns_listener(name):
                     return handle
         return None
 
@@ -72,7 +144,8 @@ class LineageProcess:
         assert runtime is not None
         with self.lock:
             endings.install(self._end_all, self._end_all, runtime.config.shutdown_timeout)
-            self._wrap_context_stop(spark_context)
+            if spark_context is not None:
+                self._wrap_context_stop(spark_context)
             naming_config = runtime.config.dataset_naming
             self.set_trimmers(runtime, naming_config.disabled_trimmers, naming_config.extra_trimmers)
             self._handles[session_key] = handle
@@ -95,14 +168,17 @@ class LineageProcess:
                 disabled, extra = self._trimmers[-1][1:] if self._trimmers else ((), ())
                 naming.use_trimmers(disabled, extra)
 
-    def live_runtimes(self) -> list[LineageRuntime]:
+    def live_runtimes(self) -> list[Runtime]:
         with self.lock:
             return [handle._runtime for handle in self._handles.values() if handle._runtime is not None]
 
     # --- what every session shares -----------------------------------------------------------------------------
 
-    def finished(self, run: RunSummary) -> None:
-        self._recent_runs.append(run)
+    def finished(self, events: Sequence[RunEvent]) -> None:
+        """Keep what the finished runs among ``events`` read and wrote, for ``%lineage``."""
+        for event in events:
+            if event.eventType in (RunState.COMPLETE, RunState.FAIL):
+                self._recent_runs.append(RunSummary.of(event))
 
     def recent_runs(self) -> list[RunSummary]:
         """The query runs of this process that finished most recently, oldest first (at most
@@ -152,7 +228,7 @@ class LineageProcess:
         # Those still here are being ended on another thread. The JVM watch's have their terminal event spooled
         # already; let them deliver, within their own deadline, before the process goes.
         for runtime in self.live_runtimes():
-            if runtime.bridge.gone:
+            if runtime.jvm_gone:
                 runtime.wait_ended(runtime.config.shutdown_timeout + 1.0)
 
     def jvm_ended(self) -> None:
@@ -162,7 +238,7 @@ class LineageProcess:
         if ending is None:
             return
         for runtime in self.live_runtimes():
-            if runtime.bridge.gone:
+            if runtime.jvm_gone:
                 runtime.shutdown(ending.state, error=ending.error, ending_first=ending.ending_first)
 
 

@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +37,7 @@ from spark_lineage.config import LineageConfig
 from spark_lineage.connect.sessions import ConnectSessions
 from spark_lineage.costs import Stage
 from spark_lineage.deadline import Deadline
-from spark_lineage.delivery import Delivery, Held, open_spool, undelivered
-from spark_lineage.delivery.console import dataset_label
+from spark_lineage.delivery import Delivery, Held, undelivered
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import LOGICAL_PLAN_FACET, UNKNOWN_FACET
 from spark_lineage.handlers.rdd import add_job_statistics, rdd_job_lineage
@@ -68,7 +67,7 @@ from spark_lineage.plan import (
     RddJobStart,
     SessionInfo,
 )
-from spark_lineage.process import PROCESS
+from spark_lineage.process import PROCESS, RunSummary, Runtime
 from spark_lineage.redaction import Redactor
 from spark_lineage.streaming import StreamTracker
 from spark_lineage.worker import BoundedWorker, ErrorLog
@@ -98,6 +97,9 @@ _SHAPE_ONLY_BACKLOG = 0.5
 """A directory: when set, every captured query is also written there as JSON (how plan fixtures are made)."""
 
 
+__all__ = ["LineageRuntime", "RunSummary", "SparkLineageHandle", "start_runtime"]
+"""``RunSummary`` is :mod:`spark_lineage.process`'s, named here too."""
+
 WorkItem = PendingQuery | PendingJob | PendingSessionEvent | PendingReport | Callable[[], object]
 """What the analysis worker is given: what the listeners queued, or a function to run on its thread."""
 
@@ -106,7 +108,7 @@ class SparkLineageHandle:
     """Controls lineage for one SparkSession; returned by :func:`spark_lineage.enable`. Keeps the
     :class:`~spark_lineage.handles.LineageHandle` protocol, as pyiceberg's handle does."""
 
-    def __init__(self, runtime: LineageRuntime | None) -> None:
+    def __init__(self, runtime: Runtime | None) -> None:
         self._runtime = runtime
 
     @property
@@ -184,15 +186,7 @@ class LineageRuntime:
         self.analysis_worker: BoundedWorker[WorkItem] = BoundedWorker(
             "spark_lineage-analysis", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
         )
-        self.delivery = Delivery(
-            client,
-            open_spool(config),
-            self.errors,
-            redactor,
-            producer=config.producer,
-            concurrency=config.delivery_concurrency,
-            held=held,
-        )
+        self.delivery = Delivery.configured(config, client, self.errors, redactor, held=held)
         self.listener = QueryListener(self.analysis_worker.submit, f"spark_lineage:{self.session.session_id}")
         # Streaming queries have a worker of their own: a query's handle must be taken while it runs, and a
         # short query may be over by the time a busy analysis worker would get to its start.
@@ -249,6 +243,13 @@ class LineageRuntime:
         self._owns_job_listener = False
 
     # --- lifecycle -----------------------------------------------------------------------------------------
+
+    @property
+    def jvm_gone(self) -> bool:
+        return self.bridge.gone
+
+    def owns_listener(self, name: str) -> bool:
+        return bool(self.listener.toString() == name)
 
     def start(self) -> None:
         self.delivery.submit(self.events.application_event(RunState.START, self.started_ms))
@@ -412,7 +413,10 @@ class LineageRuntime:
                 (
                     runtime
                     for runtime in PROCESS.live_runtimes()
-                    if runtime is not self and runtime.active and runtime.context_id == self.context_id
+                    if isinstance(runtime, LineageRuntime)
+                    and runtime is not self
+                    and runtime.active
+                    and runtime.context_id == self.context_id
                 ),
                 None,
             )
@@ -549,9 +553,7 @@ class LineageRuntime:
 
     def _deliver(self, events: Sequence[RunEvent]) -> None:
         """Spool events together (one transaction: see :meth:`Delivery.submit_all`)."""
-        for event in events:
-            if event.eventType in (RunState.COMPLETE, RunState.FAIL):
-                PROCESS.finished(RunSummary.of(event))
+        PROCESS.finished(events)
         self.delivery.submit_all(events)
 
     def _rdd_job(self, pending: PendingJob) -> None:
@@ -624,33 +626,6 @@ def iceberg_catalog_names(conf: Mapping[str, str]) -> list[str]:
         if key.startswith("spark.sql.catalog.") and key.count(".") == 3 and value in naming.ICEBERG_SPARK_CATALOGS:
             names.append(key.rsplit(".", 1)[-1])
     return sorted(names)
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """What one finished query run read and wrote, for people looking at a session (``%lineage``)."""
-
-    job_name: str
-    state: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    run_id: str = ""
-    job_namespace: str = ""
-    datasets: tuple[tuple[str, str, str], ...] = ()
-    """``(label, namespace, name)`` of each input and output: the full identity behind a label."""
-
-    @classmethod
-    def of(cls, event: RunEvent) -> RunSummary:
-        every = [*(event.inputs or ()), *(event.outputs or ())]
-        return cls(
-            job_name=event.job.name,
-            state=event.eventType.value if event.eventType else "",
-            inputs=tuple(dataset_label(d.namespace, d.name) for d in event.inputs or ()),
-            outputs=tuple(dataset_label(d.namespace, d.name) for d in event.outputs or ()),
-            run_id=str(event.run.runId),
-            job_namespace=event.job.namespace,
-            datasets=tuple(dict.fromkeys((dataset_label(d.namespace, d.name), d.namespace, d.name) for d in every)),
-        )
 
 
 def start_runtime(session_key: str, runtime: LineageRuntime, spark_context: Any) -> SparkLineageHandle:

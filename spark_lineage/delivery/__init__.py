@@ -132,6 +132,23 @@ class Delivery:
     """Spools each event, without its secrets, then sends it from a background thread; whatever cannot be
     sent stays spooled."""
 
+    @classmethod
+    def configured(
+        cls,
+        config: LineageConfig,
+        client: OpenLineageClient,
+        errors: ErrorLog,
+        redactor: Redactor,
+        *,
+        held: Held | None = None,
+        label: str = "spark_lineage",
+        spool_setting: str = "spark.openlineage.python.spool.dir",
+    ) -> Delivery:
+        """The delivery ``config`` describes (its spool, producer and concurrency), sending through ``client``;
+        ``spool_setting`` is what the user calls the spool directory's setting (see :func:`open_spool`)."""
+        spool = open_spool(config, spool_setting, label=label)
+        return cls(client, spool, errors, redactor, label, config.producer, config.delivery_concurrency, held)
+
     def __init__(
         self,
         client: OpenLineageClient,

@@ -434,6 +434,9 @@ class _Runtime:
     def __init__(self, name: str) -> None:
         self.listener = QueryListener(lambda pending: None, name)
 
+    def owns_listener(self, name: str) -> bool:  # as LineageRuntime's
+        return bool(self.listener.toString() == name)
+
 
 class _CloneBridge:
     session_key = "clone-session"
