@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from spark_lineage import costs
@@ -14,10 +14,11 @@ from spark_lineage.jvm import round_trips
 
 
 @contextmanager
-def measuring_stages(into: dict[str, Any]) -> Iterator[None]:
+def measuring_stages(into: dict[str, Any], *, jvm: bool = True) -> Iterator[None]:
     """Count round trips while inside, and leave in ``into["stages"]`` what each stage cost meanwhile, as
-    ``{stage name: [CPU ns, calls, round trips]}`` (JSON for the parent process)."""
-    with round_trips.counting():
+    ``{stage name: [CPU ns, calls, round trips]}`` (JSON for the parent process). ``jvm=False``: a process
+    without py4j (a Spark Connect client's), whose round trips are not counted."""
+    with round_trips.counting() if jvm else nullcontext():
         before = costs.snapshot()
         try:
             yield

@@ -67,9 +67,10 @@ def enable(spark: SparkSession, **overrides: Any) -> SparkLineageHandle:
     (``SparkSession.builder.remote("local[N]")``, or ``spark.api.mode=connect`` with a local master) turns
     lineage on for that server's session, and its handle is returned; the ``spark.openlineage.*`` confs the
     client session sets itself (``spark.conf.set``) apply as a classic session's own confs do, but for those
-    that name the Connect session's own run (appName, namespace, parents, tags, owners). A Connect session of
-    a server in another process gets a disabled handle and one warning saying why: lineage for such a server
-    is turned on on the server (``spark-lineage connect-server``, or ``spark.openlineage.*`` confs there).
+    that name the Connect session's own run (appName, namespace, parents, tags, owners). For a Connect session
+    of a server in another process, the client reports its own actions (:mod:`spark_lineage.connect.client`),
+    unless the server reports its sessions itself: then only the client's identity keys are set on the session.
+    Such an ``enable()`` never raises: what keeps lineage off is said in one line, and the handle is disabled.
 
     Raises :class:`ConfigError` for a configuration that cannot work, naming the key and what it accepts, and
     :class:`StoppedSessionError` for a session that is stopped (a classic session's SparkContext, or a Connect

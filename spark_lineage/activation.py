@@ -30,6 +30,7 @@ from spark_lineage.connect import local as connect_local
 from spark_lineage.errors import StoppedSessionError
 from spark_lineage.jvm import JvmBridge
 from spark_lineage.redaction import Redactor, protect_logs, rules_for
+from spark_lineage.worker import one_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,10 +51,9 @@ _follow: bool | None = None
 def enable_session(spark: SparkSession, overrides: dict[str, Any]) -> SparkLineageHandle:
     """What :func:`spark_lineage.enable` does; see there."""
     target = _session_to_enable(spark)
-    if target is None:
-        from spark_lineage import session as session_module
-
-        return session_module.SparkLineageHandle(None)
+    if target.session is None:
+        logs.show_on_stderr(None)
+        return _start_remote(spark, overrides)
     bridge = JvmBridge(target.session)
     if bridge.is_stopped():
         raise StoppedSessionError(
@@ -79,7 +79,8 @@ def session_created(spark: SparkSession) -> None:
         target = _session_to_enable(spark)
     except StoppedSessionError:
         return
-    if target is None:
+    if target.session is None:
+        _remote_session_created(spark)
         return
     bridge = JvmBridge(target.session)
     conf = None
@@ -115,7 +116,9 @@ class _Target:
     """The classic session lineage goes on for, and the Connect client session it serves, if that is what was
     given."""
 
-    session: SparkSession
+    session: SparkSession | None
+    """``None``: the client's server runs elsewhere; the client reports its own actions
+    (:mod:`spark_lineage.connect.client`)."""
     client: Any = None
 
     def conf(self, bridge: JvmBridge) -> dict[str, str] | None:
@@ -128,10 +131,10 @@ class _Target:
         return {**conf, **connect_local.client_conf(self.client, conf)}
 
 
-def _session_to_enable(spark: Any) -> _Target | None:
+def _session_to_enable(spark: Any) -> _Target:
     """A classic session is its own target. A Spark Connect client session's is the classic session of its
     server when PySpark runs that server in this process (``remote("local[N]")``); for a server elsewhere there
-    is none, and a warning says why and where lineage is turned on instead."""
+    is none: the client itself is the target."""
     if not connect_local.is_connect_session(spark):
         if getattr(spark, "_jsparkSession", None) is None:
             raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")
@@ -141,23 +144,64 @@ def _session_to_enable(spark: Any) -> _Target | None:
             "spark_lineage.enable() was given a Spark Connect session that is stopped; enable lineage on a "
             "running session (SparkSession.builder.getOrCreate() makes a new one)"
         )
-    server = connect_local.server_session(spark)
-    if server is None:
-        log.warning("spark_lineage: %s", remote_server_reason(spark))
-        return None
-    return _Target(server, spark)
+    return _Target(connect_local.server_session(spark), spark)
 
 
-def remote_server_reason(spark: Any) -> str:
-    """Why a Connect session whose server runs elsewhere gets no lineage from this process, and where lineage
-    is turned on instead."""
-    endpoint = connect_local.client_endpoint(spark)
-    server = f"its server (sc://{endpoint[0]}:{endpoint[1]})" if endpoint else "its server"
-    return (
-        f"lineage is off for this Spark Connect session: {server} runs in another process, and lineage for a "
-        "Connect server is turned on there: start the server with `spark-lineage connect-server`, or give it "
-        "spark.openlineage.* confs in a Python driver where spark_lineage is installed"
-    )
+def _remote_session_created(spark: Any) -> None:
+    """The notebook switch hands over a Connect session of a server elsewhere: its client reports it when the
+    switch says so, or when the session's confs turn lineage on."""
+    if _follow is None:
+        from spark_lineage.connect.client.runtime import session_conf
+
+        try:
+            conf = session_conf(spark)
+        except Exception as error:  # noqa: BLE001 - a server that cannot answer: no lineage, said at DEBUG
+            log.debug("spark_lineage: could not read the Spark Connect session's confs: %s", error)
+            return
+        if not config_module.auto_activation(conf).on:
+            return
+    _start_remote(spark, {})
+
+
+def _start_remote(spark: Any, overrides: dict[str, Any]) -> SparkLineageHandle:
+    """Lineage for a Connect client session whose server runs elsewhere, told by the client
+    (:mod:`spark_lineage.connect.client.runtime`). Never raises: where lineage cannot be had, one line says
+    why, and the handle is disabled."""
+    from spark_lineage import session as session_module
+    from spark_lineage.connect.client import runtime as client_runtime
+    from spark_lineage.connect.client.servers import server_lineage
+    from spark_lineage.process import PROCESS
+
+    off = "spark_lineage: lineage stays off for this Spark Connect session"
+    with _starting:
+        try:
+            key = client_runtime.session_key(spark)
+            existing = PROCESS.handle_for(key)
+            if existing is not None:
+                _say_not_applied(overrides)
+                return existing
+            conf = client_runtime.session_conf(spark)
+        except Exception as error:  # noqa: BLE001 - enable() of a remote session never raises
+            endpoint = connect_local.client_endpoint(spark)
+            server = f"its server (sc://{endpoint[0]}:{endpoint[1]})" if endpoint else "its server"
+            log.warning("%s: %s could not be asked for the session's confs (%s)", off, server, one_line(error))
+            return session_module.SparkLineageHandle(None)
+        try:
+            reason = server_lineage(conf)
+            if reason is not None:
+                client_runtime.set_identity(spark, overrides, reason)
+                return session_module.SparkLineageHandle(None)
+            session = client_runtime.session_info(spark, conf)
+            prepared = _prepare(session.conf, overrides, hold=False)
+            if prepared is None:
+                return session_module.SparkLineageHandle(None)
+            runtime = client_runtime.ClientRuntime(spark, *prepared.runtime_args(session))
+            return client_runtime.start(key, runtime)
+        except ConfigError as error:
+            log.error("%s: %s", off, error)
+        except Exception as error:  # noqa: BLE001
+            log.warning("%s: %s", off, one_line(error))
+        return session_module.SparkLineageHandle(None)
 
 
 def _protect_logs_before_reading_confs(bridge: JvmBridge) -> None:
@@ -188,40 +232,72 @@ def _start_once(
     bridge: JvmBridge, overrides: dict[str, Any], conf: dict[str, str] | None, hold: bool
 ) -> SparkLineageHandle:
     from spark_lineage import session as session_module
-    from spark_lineage.delivery import Held, create_client
     from spark_lineage.process import PROCESS
 
     existing = PROCESS.handle_for(bridge.session_key) or _inherited_handle(bridge)
     if existing is not None:
-        if overrides:
-            log.warning(
-                "spark_lineage: lineage is already on for this session (by configuration, or an earlier enable()); "
-                "the settings given now are not applied: %s. disable() first to apply them.",
-                ", ".join(sorted(overrides)),
-            )
+        _say_not_applied(overrides)
         return existing
     session = bridge.session_info(conf)
-    overrides = {**_notebook_overrides(session.conf), **overrides}
-    switch = config_module.disabled_by(session.conf, overrides)
+    prepared = _prepare(session.conf, overrides, hold)
+    if prepared is None:
+        return session_module.SparkLineageHandle(None)
+    runtime = session_module.LineageRuntime(bridge, *prepared.runtime_args(session))
+    handle = session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
+    _collect_setup_garbage()
+    return handle
+
+
+def _say_not_applied(overrides: Mapping[str, Any]) -> None:
+    if overrides:
+        log.warning(
+            "spark_lineage: lineage is already on for this session (by configuration, or an earlier enable()); "
+            "the settings given now are not applied: %s. disable() first to apply them.",
+            ", ".join(sorted(overrides)),
+        )
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A session's settings, checked, and what delivers its events."""
+
+    config: config_module.LineageConfig
+    client: Any
+    redactor: Redactor
+    held: Any
+
+    def runtime_args(self, session: Any) -> tuple[Any, ...]:
+        """``(config, client, session, redactor, held)``, as either runtime takes them."""
+        return self.config, self.client, session, self.redactor, self.held
+
+
+def _prepare(conf: Mapping[str, str], overrides: dict[str, Any], hold: bool) -> _Prepared | None:
+    """The settings of a session whose confs are ``conf``, and its delivery's client; ``None`` when lineage is
+    switched off for it (said once). Raises :class:`ConfigError` naming the key to fix. ``hold``: see
+    :func:`_start`."""
+    from spark_lineage.delivery import Held, create_client
+
+    overrides = {**_notebook_overrides(conf), **overrides}
+    switch = config_module.disabled_by(conf, overrides)
     if switch is not None:
         log.info("spark_lineage: lineage is disabled (%s); enable() does nothing", switch)
-        return session_module.SparkLineageHandle(None)
-    if config_module.java_agent_configured(session.conf):
+        return None
+    if config_module.java_agent_configured(conf):
         log.warning("spark_lineage: off: %s", config_module.JAVA_AGENT_REASON)
-        return session_module.SparkLineageHandle(None)
-    transport_keys = {key: value for key, value in session.conf.items() if _is_transport_key(key)}
+        return None
+    transport_keys = {key: value for key, value in conf.items() if _is_transport_key(key)}
     refused: ConfigError | None = None
     try:
-        config = config_module.resolve(session.conf, overrides)
+        config = config_module.resolve(conf, overrides)
     except ConfigError as error:
         if not (hold and transport_keys):
             raise
         # Resolved again without them: a refusal of another key still keeps lineage off, and says why.
-        others = {key: value for key, value in session.conf.items() if key not in transport_keys}
+        others = {key: value for key, value in conf.items() if key not in transport_keys}
         config, refused = config_module.resolve(others, overrides), error
     _warn_about_keys(config)
     redactor = Redactor(config.redaction_pattern)
-    redactor.learn_from_properties(session.conf)
+    redactor.learn_from_properties(conf)
     protect_logs(redactor)
     held = None
     if refused is None:
@@ -231,10 +307,7 @@ def _start_once(
         flags = " ".join(f"--conf {key}={shown[key]}" for key in sorted(shown))
         held = Held(redactor.text(str(refused)), flags)
         client = _client_that_sends_nothing()
-    runtime = session_module.LineageRuntime(bridge, config, client, session, redactor, held)
-    handle = session_module.start_runtime(bridge.session_key, runtime, bridge.spark_context)
-    _collect_setup_garbage()
-    return handle
+    return _Prepared(config, client, redactor, held)
 
 
 def _is_transport_key(key: str) -> bool:

@@ -25,6 +25,7 @@ the event says what could not be read):
 - :class:`KafkaDeliveryError`, :class:`KafkaDeliveryTimeoutError`: the broker refused an event, or did not
   acknowledge it in time (the event stays spooled);
 - :class:`CannotRebuildError`: ``spark-lineage replay`` cannot make a kept destination's transport again;
+- :class:`ConnectClientError`: a Spark Connect client whose actions cannot be observed;
 - :class:`BudgetExceededError`, :class:`NeedsPythonError`: a plan too large for column lineage's budget; a
   value the JVM-side probes left to Python.
 """
@@ -67,6 +68,11 @@ class ServerUsageError(LineageError):
 
 class ServerStartError(LineageError):
     """``spark-lineage connect-server``: the server could not start: one line saying why (exit status 1)."""
+
+
+class ConnectClientError(LineageError, RuntimeError):
+    """A Spark Connect client whose actions cannot be observed: its lineage stays off (``enable()`` says so in
+    one line; it never reaches the caller)."""
 
 
 class DuplicateNameError(LineageError, ValueError):

@@ -370,6 +370,47 @@ class EventBuilder:
         """``<app>.<query name>``; an unnamed query is ``<app>.streaming_query``."""
         return f"{self.app_job_name}.{naming.normalize_job_name(query_name or '') or 'streaming_query'}"
 
+    # --- runs told event by event (a Spark Connect client's actions) -----------------------------------------
+
+    def action_event(
+        self,
+        state: RunState,
+        epoch_ms: int,
+        run_id: str,
+        job_name: str,
+        lineage: QueryLineage,
+        *,
+        sql: str | None = None,
+        error: str | None = None,
+        run_facets: Mapping[str, Any] | None = None,
+        start: RunEvent | None = None,
+    ) -> RunEvent:
+        """One event of a query run under the application run whose events are built as it goes (its end is
+        not known at its start): a Spark Connect client's action, seen from the client. ``start``: the run's
+        START, when this is a later event of it (made from it as :meth:`_same_run` makes one: its job and inputs
+        are the START's)."""
+        facets = {**self._child_run_facets(lineage, None), **(run_facets or {})}
+        if state == RunState.START:
+            facets["spark_applicationDetails"] = self._application_details()
+        if error is not None:
+            facets["errorMessage"] = error_facet(error, None, "JAVA")
+        if start is not None:
+            outputs = [self._output(d, None) for d in lineage.outputs]
+            return self._same_run(start, state, epoch_ms, facets, outputs)
+        job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "BATCH")}
+        if sql:
+            job_facets["sql"] = sql_job.SQLJobFacet(query=sql, dialect="spark", producer=PRODUCER)
+        return self._events.event(
+            state,
+            epoch_ms,
+            run_id,
+            job_name,
+            facets,
+            job_facets,
+            inputs=[self._input(d) for d in lineage.inputs],
+            outputs=[self._output(d, None) for d in lineage.outputs],
+        )
+
     # --- pieces --------------------------------------------------------------------------------------------
 
     def _same_run(

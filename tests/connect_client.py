@@ -4,7 +4,9 @@ and the parity harness's Connect suite (tests/parity/connect_scenarios.py).
 
 Run as ``python -m tests.connect_client '<json>'`` (:func:`run_client` does); the JSON gives ``url`` (the
 server), ``confs`` (set on the remote builder), ``settings`` (set with ``spark.conf.set`` once connected),
-``tag``, and what :func:`pipeline` takes. It prints the client's session id as its last line.
+``tag``, ``lineage`` (when given: :func:`spark_lineage.enable`'s settings, for the client's own lineage),
+``failing_sql`` (a statement run last, meant to fail), and what :func:`pipeline` takes. It prints the client's
+session id as its last line.
 """
 
 from __future__ import annotations
@@ -76,7 +78,16 @@ def main(argv: list[str]) -> None:
         spark.addTag(args["tag"])
     for key, value in args.get("settings", {}).items():
         spark.conf.set(key, value)
+    if "lineage" in args:  # the client's own lineage (a server that runs none)
+        import spark_lineage
+
+        spark_lineage.enable(spark, **args["lineage"])
     pipeline(spark, args["user"], args["data"], args["out"], args["iceberg"], args.get("jdbc"))
+    if args.get("failing_sql"):
+        try:
+            spark.sql(args["failing_sql"])
+        except Exception as error:  # noqa: BLE001 - it is meant to fail
+            print(f"FAILED AS MEANT: {type(error).__name__}")
     session_id = spark.client._session_id
     spark.stop()
     print(session_id)

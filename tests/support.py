@@ -515,3 +515,22 @@ def client_python() -> str:
     if os.environ.get(REQUIRE_CLIENT_ENV) == "1":
         pytest.fail(f"{reason} ({REQUIRE_CLIENT_ENV}=1)")
     pytest.skip(reason)
+
+
+THIN_CLIENT_VENV = "pyspark-client"
+"""The virtual environment beside the line's own with the thin ``pyspark-client`` package (no JVM, no py4j) and
+spark-lineage: scripts/test makes it."""
+
+
+def thin_client_python() -> str:
+    """An interpreter with ``pyspark-client`` alone (the Connect client a user who cannot touch the server
+    installs) and this project: ``.venvs/pyspark-client``, beside the line's own virtual environment."""
+    import pytest
+
+    beside = Path(sys.prefix).parent / THIN_CLIENT_VENV / "bin" / "python"
+    if beside.is_file():
+        return str(beside)
+    reason = f"no pyspark-client environment at {beside} (scripts/test makes it)"
+    if os.environ.get(REQUIRE_CLIENT_ENV) == "1":
+        pytest.fail(f"{reason} ({REQUIRE_CLIENT_ENV}=1)")
+    pytest.skip(reason)

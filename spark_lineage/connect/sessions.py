@@ -34,6 +34,14 @@ SESSION_JOB_SUFFIX = "connect_session"
 """A session's run is named after the client's ``appName``; without one, ``<server app>.connect_session``."""
 
 
+def session_run_job_name(client_app: str | None, server_app: str | None, server_job: str) -> str:
+    """The job of a Connect session's run: the client's ``appName`` when it set one of its own, else
+    ``<server app>.connect_session`` (``server_job``: the server application's job name)."""
+    if client_app and client_app != server_app:
+        return naming.normalize_job_name(client_app) or server_job
+    return f"{server_job}.{SESSION_JOB_SUFFIX}"
+
+
 @dataclass
 class _Session:
     session_id: str
@@ -162,9 +170,7 @@ class ConnectSessions:
         )
 
     def _run_job_name(self, config: LineageConfig) -> str:
-        if config.app_name and config.app_name != self._server.config.app_name:
-            return naming.normalize_job_name(config.app_name) or self._server.app_job_name
-        return f"{self._server.app_job_name}.{SESSION_JOB_SUFFIX}"
+        return session_run_job_name(config.app_name, self._server.config.app_name, self._server.app_job_name)
 
     def _end(self, session: _Session, state: RunState, time_ms: int) -> RunEvent:
         assert session.run is not None

@@ -163,6 +163,8 @@ class SparkConnectRunFacet(RunFacet):
     userAgent: str | None = None
     operationId: str | None = None
     tags: list[str] | None = None
+    derivedOnClient: bool | None = None
+    """``True`` when the client reported the run, from what it sent (no server-side lineage)."""
 
     @staticmethod
     def _get_schema() -> str:

@@ -233,20 +233,17 @@ import json, logging, sys
 from pyspark.sql import SparkSession
 import spark_lineage
 
-logging.basicConfig(format="%(levelname)s %(message)s")
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
-handle = spark_lineage.enable(spark)
+handle = spark_lineage.enable(spark, transport={"type": "file", "log_file_path": sys.argv[2]})
 result = {"enabled": handle.enabled, "flushed": handle.flush(5), "rows": spark.range(3).count()}
 handle.disable()
 spark.stop()
 print("RESULT " + json.dumps(result))
 """
-
-REMOTE_WARNING = (
-    "WARNING spark_lineage: lineage is off for this Spark Connect session: its server ({url}) runs in another "
-    "process, and lineage for a Connect server is turned on there: start the server with `spark-lineage "
-    "connect-server`, or give it spark.openlineage.* confs in a Python driver where spark_lineage is installed"
-)
+CLIENT_SIDE = "INFO spark_lineage: lineage on for Spark Connect session "
+"""How the line saying a client reports its own session's lineage starts (tests/integration/
+test_connect_client.py holds what it reports to the server side's lineage)."""
 
 
 @pytest.fixture(scope="module")
@@ -261,11 +258,19 @@ def remote_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         yield port
 
 
-def test_enable_on_a_session_of_a_server_elsewhere_returns_a_disabled_handle(remote_server: int) -> None:
-    url = f"sc://127.0.0.1:{remote_server}"
-    result = run_python(REMOTE_CLIENT, url)
-    assert output_of(result) == {"enabled": False, "flushed": True, "rows": 3}
-    assert lineage_lines(result) == [REMOTE_WARNING.format(url=url)]
+def test_enable_on_a_session_of_a_server_elsewhere_reports_it_from_the_client(
+    remote_server: int, tmp_path: Path
+) -> None:
+    url, events = f"sc://127.0.0.1:{remote_server}", tmp_path / "events.jsonl"
+    result = run_python(REMOTE_CLIENT, url, str(events))
+    assert output_of(result) == {"enabled": True, "flushed": True, "rows": 3}
+    (line,) = [line for line in lineage_lines(result) if line.startswith(CLIENT_SIDE)]
+    assert ", derived on the client; events go to file " in line
+    # A count writes nothing: the session's run alone.
+    run = read_events(events)
+    assert [e["eventType"] for e in run] == ["START", "COMPLETE"]
+    assert run[0]["job"]["name"].endswith(".connect_session")
+    assert run[0]["run"]["facets"]["spark_connect"]["derivedOnClient"] is True
 
 
 MIXED_CLIENT = """
@@ -273,7 +278,7 @@ import json, logging, sys
 from pyspark.sql import SparkSession
 import spark_lineage
 
-logging.basicConfig(format="%(levelname)s %(message)s")
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 local = SparkSession.builder.remote("local[2]").getOrCreate()
 # PySpark gives every client of this process the local server's token: a loopback host name takes it plainly.
 elsewhere = SparkSession.builder.remote(sys.argv[1]).create()
@@ -292,5 +297,8 @@ def test_enable_tells_the_in_process_server_from_one_elsewhere_in_the_same_proce
     url = f"sc://localhost:{remote_server}"
     with local_connect_server_turn():
         result = run_python(MIXED_CLIENT, url)
-    assert output_of(result) == {"elsewhere": False, "local": True, "rows": 5}
-    assert [line for line in lineage_lines(result) if line.startswith("WARNING")] == [REMOTE_WARNING.format(url=url)]
+    assert output_of(result) == {"elsewhere": True, "local": True, "rows": 5}
+    # The session elsewhere is reported by its client; the local one by the server this process runs.
+    assert len([line for line in lineage_lines(result) if line.startswith(CLIENT_SIDE)]) == 1
+    assert len([line for line in lineage_lines(result) if "spark_lineage: lineage on for application " in line]) == 1
+    assert not [line for line in lineage_lines(result) if line.startswith("WARNING")]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,7 +32,15 @@ from typing import Any
 import pytest
 
 from tests.jars import spark_module
-from tests.support import client_python, datasets, free_port, query_events, tail, validate_event
+from tests.support import (
+    client_python,
+    datasets,
+    free_port,
+    query_events,
+    tail,
+    thin_client_python,
+    validate_event,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -51,6 +60,24 @@ rows = spark.read.option("header", True).csv(people)
 rows.selectExpr("id", "CAST(id AS INT) * 10 AS tens").write.mode("overwrite").parquet(output)
 print("ROWS", spark.read.parquet(output).count(), flush=True)
 """
+
+
+IDENTIFIED_CLIENT = """
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+from pyspark.sql import SparkSession
+import spark_lineage
+
+url, output, events = sys.argv[1:4]
+spark = SparkSession.builder.remote(url).getOrCreate()
+handle = spark_lineage.enable(
+    spark, appName="Identity App", transport={"type": "file", "log_file_path": events}, namespace="elsewhere"
+)
+print("ENABLED", handle.enabled, flush=True)
+spark.range(3).write.mode("overwrite").parquet(output)
+spark.stop()
+"""
+IDENTIFIED_USER = "identified"
 
 
 def server_command(port: int, *options: str) -> list[str]:
@@ -260,8 +287,43 @@ def written(server: Server, expired: list[dict[str, Any]] | None, tmp_path_facto
     return run_client(server, tmp_path_factory.mktemp("connect_client"), "analyst")
 
 
+@dataclass(frozen=True)
+class Identified:
+    """A client that turned its own lineage on against a server that has lineage: what it printed and wrote."""
+
+    stdout: str
+    stderr: str
+    client_events: Path
+    output: Path
+
+
 @pytest.fixture(scope="module")
-def stopped(server: Server, written: Written) -> Stopped:
+def identified(server: Server, written: Written, tmp_path_factory: pytest.TempPathFactory) -> Identified | None:
+    """``spark_lineage.enable()`` on a thin client (``pyspark-client``) of this server, which reports its
+    sessions itself; ``None`` on Spark 3.5, whose server a 4.x client cannot talk to."""
+    import pyspark
+
+    if pyspark.__version__.startswith("3."):
+        return None
+    directory = tmp_path_factory.mktemp("identified_client")
+    script = directory / "client.py"
+    script.write_text(textwrap.dedent(IDENTIFIED_CLIENT))
+    output, events = directory / "out", directory / "client_events.jsonl"
+    env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    result = subprocess.run(
+        [thin_client_python(), str(script), f"{server.url}/;user_id={IDENTIFIED_USER}", str(output), str(events)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}\nserver:\n{tail(server.log)}"
+    return Identified(result.stdout, result.stderr, events, output)
+
+
+@pytest.fixture(scope="module")
+def stopped(server: Server, written: Written, identified: Identified | None) -> Stopped:
     """The shared server, stopped by SIGTERM after a client wrote through it."""
     status = server.stop(signal.SIGTERM)
     return Stopped(server, status, server.events(), written)
@@ -429,3 +491,31 @@ def test_a_port_in_use_is_one_line_and_no_spark(tmp_path: Path) -> None:
     message = f"{PREFIX}port {port} is in use: stop what listens there, or give another port with --port\n"
     assert (result.returncode, result.stdout, result.stderr) == (1, "", message)
     assert elapsed < 10, f"{elapsed:.1f} s: found before Spark starts"
+
+
+def test_a_client_of_a_server_with_lineage_only_sets_its_identity(
+    stopped: Stopped, identified: Identified | None
+) -> None:
+    if identified is None:
+        pytest.skip("a Spark 3.5 server takes no 4.x client")
+    assert "ENABLED False" in identified.stdout
+    said = re.findall(
+        r"spark_lineage: the server runs spark_lineage \(spark\.openlineage\.transport\.\w+ is set\), (.*)",
+        identified.stderr,
+    )
+    assert said == [
+        "so this Spark Connect client reports nothing itself; it set its identity: spark.openlineage.appName, "
+        "spark.openlineage.namespace"
+    ], identified.stderr[-3000:]
+    assert not identified.client_events.exists()
+    # The server reports the session once, under the name and namespace the client set.
+    run = session_run(stopped.events, IDENTIFIED_USER)
+    assert [event["eventType"] for event in run] == ["START", "COMPLETE"]
+    assert {(event["job"]["namespace"], event["job"]["name"]) for event in run} == {("elsewhere", "identity_app")}
+    writes = [
+        event
+        for event in query_events(stopped.events)
+        if event["eventType"] == "COMPLETE"
+        and event["run"]["facets"]["parent"]["run"]["runId"] == run[0]["run"]["runId"]
+    ]
+    assert [datasets(event, "outputs") for event in writes] == [[("file", str(identified.output))]]

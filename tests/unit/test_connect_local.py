@@ -124,20 +124,20 @@ def test_a_client_that_cannot_list_its_confs_adds_none() -> None:
     assert connect_local.client_conf(client, {}) == {}
 
 
-def test_enable_on_a_session_served_elsewhere_returns_a_disabled_handle_and_says_why(
+def test_enable_on_a_session_served_elsewhere_that_cannot_be_asked_returns_a_disabled_handle_and_says_why(
     in_process: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The client's own lineage (tests/integration/test_connect_client.py) starts by asking the server for the
+    session's confs: a server that cannot answer leaves lineage off, in one line, and nothing raises."""
     in_process(None)
     with caplog.at_level(logging.WARNING, logger="spark_lineage"):
         handle = activation.enable_session(connect_session("spark.example.com:443"), {})
     assert not handle.enabled
     assert handle.flush() is True
     (record,) = caplog.records
-    assert record.getMessage() == (
-        "spark_lineage: lineage is off for this Spark Connect session: its server (sc://spark.example.com:443) "
-        "runs in another process, and lineage for a Connect server is turned on there: start the server with "
-        "`spark-lineage connect-server`, or give it spark.openlineage.* confs in a Python driver where "
-        "spark_lineage is installed"
+    assert record.getMessage().startswith(
+        "spark_lineage: lineage stays off for this Spark Connect session: its server (sc://spark.example.com:443) "
+        "could not be asked for the session's confs (AttributeError: "
     )
 
 

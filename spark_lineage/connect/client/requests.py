@@ -11,6 +11,7 @@ a password never leaves the request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -78,37 +79,47 @@ class ClientAction:
     write: WriteTarget | None = None
     sql: tuple[str, ...] = ()
     """The SQL texts of the action: a ``spark.sql`` command's, and those of ``spark.sql`` DataFrames it reads."""
+    tags: tuple[str, ...] = ()
+    """The tags the client gave its session (``spark.addTag``) when it sent the request."""
+    exchanges: bool = False
+    """Whether its input needs data moved between partitions (a join, an aggregate, a distinct, a global sort,
+    a set operation, a repartition, or SQL that says one of them): Spark then plans it adaptively."""
 
 
 def read_request(request: Any) -> ClientAction:
     """The action an ``ExecutePlanRequest`` asks for."""
     base = ClientAction(
-        ActionKind.OTHER, session_id=str(request.session_id), operation_id=str(getattr(request, "operation_id", ""))
+        ActionKind.OTHER,
+        session_id=str(request.session_id),
+        operation_id=str(getattr(request, "operation_id", "")),
+        tags=tuple(str(tag) for tag in getattr(request, "tags", ())),
     )
     root, command = _operation(request.plan)
     if root is not None:
-        return replace(base, kind=ActionKind.QUERY, reads=_reads(root), sql=_sql_texts(root))
+        return replace(base, kind=ActionKind.QUERY, **_input(root))
     kind = command.WhichOneof("command_type") if command is not None else None
     if kind == "write_operation":
         write = command.write_operation
         return replace(
-            base, kind=ActionKind.WRITE, reads=_reads(write.input), write=_write(write), sql=_sql_texts(write.input)
+            base,
+            kind=ActionKind.WRITE,
+            write=_write(write),
+            **_input(write.input),
         )
     if kind == "write_operation_v2":
         write = command.write_operation_v2
         return replace(
             base,
             kind=ActionKind.WRITE_V2,
-            reads=_reads(write.input),
             write=_write_v2(write),
-            sql=_sql_texts(write.input),
+            **_input(write.input),
         )
     if kind == "sql_command":
         sql = command.sql_command
         texts: tuple[str, ...] = (str(sql.sql),) if str(getattr(sql, "sql", "")) else ()  # 3.5: the text itself
         if _has(sql, "input"):  # 4.x: a relation holding the SQL
-            texts += _sql_texts(sql.input)
-        return replace(base, kind=ActionKind.SQL, sql=texts)
+            texts += _input(sql.input)["sql"]
+        return replace(base, kind=ActionKind.SQL, sql=texts, exchanges=any(map(_sql_exchanges, texts)))
     return base
 
 
@@ -151,15 +162,36 @@ def messages(message: Any) -> Iterator[Any]:
         yield current
         children = []
         for descriptor, value in current.ListFields():
-            if descriptor.message_type is None:
-                continue
-            if _repeated(descriptor):
-                if descriptor.message_type.GetOptions().map_entry:
-                    continue  # a map of plain values (options)
+            kind = _FIELD_KINDS.get(descriptor)
+            if kind is None:
+                kind = _FIELD_KINDS[descriptor] = _field_kind(descriptor)
+            if kind is _FieldKind.MESSAGES:
                 children.extend(value)
-            else:
+            elif kind is _FieldKind.MESSAGE:
                 children.append(value)
         pending.extend(reversed(children))
+
+
+class _FieldKind(Enum):
+    """What a field holds, for the visitor: a message, repeated messages, or nothing to visit (plain values, and
+    maps of them: options)."""
+
+    MESSAGE = "message"
+    MESSAGES = "messages"
+    OTHER = "other"
+
+
+_FIELD_KINDS: dict[Any, _FieldKind] = {}
+"""Each field's kind, by its descriptor: asking protobuf's reflection costs more than the visit itself (a
+field's options are made anew on each call)."""
+
+
+def _field_kind(descriptor: Any) -> _FieldKind:
+    if descriptor.message_type is None:
+        return _FieldKind.OTHER
+    if not _repeated(descriptor):
+        return _FieldKind.MESSAGE
+    return _FieldKind.OTHER if descriptor.message_type.GetOptions().map_entry else _FieldKind.MESSAGES
 
 
 def _repeated(descriptor: Any) -> bool:
@@ -171,8 +203,22 @@ def _repeated(descriptor: Any) -> bool:
 _LABEL_REPEATED = 3
 
 
-def _reads(relation: Any) -> tuple[ReadSource, ...]:
-    return tuple(_read(m) for m in messages(relation) if m.DESCRIPTOR.full_name == READ)
+def _input(relation: Any) -> dict[str, Any]:
+    """What an action's input tree reads, its SQL texts, and whether it moves data between partitions, as
+    :class:`ClientAction`'s fields: one visit of the tree."""
+    reads: list[ReadSource] = []
+    texts: list[str] = []
+    exchanges = False
+    for message in messages(relation):
+        name = message.DESCRIPTOR.full_name
+        if name == READ:
+            reads.append(_read(message))
+        elif name == SQL:
+            texts.append(str(message.query))
+            exchanges = exchanges or _sql_exchanges(texts[-1])
+        elif not exchanges:
+            exchanges = _exchanging(message, name)
+    return {"reads": tuple(reads), "sql": tuple(texts), "exchanges": exchanges}
 
 
 def _read(read: Any) -> ReadSource:
@@ -187,8 +233,38 @@ def _read(read: Any) -> ReadSource:
     )
 
 
-def _sql_texts(relation: Any) -> tuple[str, ...]:
-    return tuple(str(m.query) for m in messages(relation) if m.DESCRIPTOR.full_name == SQL)
+EXCHANGING_RELATIONS = frozenset(
+    f"spark.connect.{name}"
+    for name in (
+        "Join",
+        "Aggregate",
+        "Deduplicate",
+        "SetOperation",
+        "RepartitionByExpression",
+        "AsOfJoin",
+        "LateralJoin",
+    )
+)
+"""The relations whose plans move data between partitions (with :data:`SORT` when global, and a shuffling
+``Repartition``)."""
+SORT, REPARTITION = "spark.connect.Sort", "spark.connect.Repartition"
+_SQL_EXCHANGING = re.compile(
+    r"\b(join|group\s+by|distinct|order\s+by|sort\s+by|cluster\s+by|distribute\s+by|union|intersect|except|"
+    r"minus|over)\b",
+    re.IGNORECASE,
+)
+
+
+def _exchanging(message: Any, name: str) -> bool:
+    if name in EXCHANGING_RELATIONS:
+        return True
+    if name == SORT:
+        return bool(getattr(message, "is_global", True))
+    return name == REPARTITION and bool(getattr(message, "shuffle", False))
+
+
+def _sql_exchanges(sql: str) -> bool:
+    return _SQL_EXCHANGING.search(sql) is not None
 
 
 def _write(write: Any) -> WriteTarget:

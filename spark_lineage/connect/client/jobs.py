@@ -1,0 +1,104 @@
+"""The job a Spark Connect client's action is reported as: the name the driver side gives the same action.
+
+The server names a query's job after the command its plan runs (``<app>.<command>.<suffix>``, as
+openlineage-spark does: :meth:`spark_lineage.events.EventBuilder.query_job_name`). A client does not see the
+server's plan, but it knows what it asked for, and the common asks map to one command each: a file ``save``
+runs ``InsertIntoHadoopFsRelationCommand``, ``saveAsTable`` a CTAS, a JDBC save ``SaveIntoDataSourceCommand``.
+The suffix is the one the driver side derives from the same output. So a client's runs and a server-side
+install's get one job identity; an action no rule knows is named after its kind (``<app>.sql_command``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from spark_lineage import naming
+from spark_lineage.connect.client.requests import ActionKind, ClientAction
+from spark_lineage.lineage import DatasetLineage
+
+INSERT_FILES = "execute_insert_into_hadoop_fs_relation_command"
+CREATE_TABLE_AS_SELECT = "execute_create_data_source_table_as_select_command"
+SAVE_INTO_DATA_SOURCE = "execute_save_into_data_source_command"
+"""The commands a client's common writes run, as the driver side names their plan nodes in a job name."""
+V2_COMMANDS = {
+    "create": "atomic_create_table_as_select",
+    "replace": "atomic_replace_table_as_select",
+    "create_or_replace": "atomic_replace_table_as_select",
+    "append": "append_data",
+    "overwrite": "overwrite_by_expression",
+    "overwrite_partitions": "overwrite_partitions_dynamic",
+}
+"""``writeTo(...)``'s modes, and the command each runs on an Iceberg (V2) table."""
+_SQL_REPLACE = re.compile(r"\s*(create\s+or\s+replace|replace)\s", re.IGNORECASE)
+_SQL_INSERT = re.compile(r"\s*insert\s", re.IGNORECASE)
+_SQL_CTAS = re.compile(r"\s*(create|replace)\s.*\sas\s+(select|with|from|\()", re.IGNORECASE | re.DOTALL)
+_FILE_SOURCES = frozenset({"parquet", "csv", "json", "orc", "text", "avro", ""})
+
+
+ADAPTIVE_PLAN = "adaptive_spark_plan"
+"""A write whose input moves data between partitions runs under an adaptive plan, whose root names the job."""
+
+
+def action_command(
+    action: ClientAction, outputs: list[DatasetLineage], output_tables: list[str], *, adaptive: bool = True
+) -> tuple[str, str]:
+    """The command the server runs for ``action``, as a job name names it (``<kind>_command`` when no rule
+    knows it), and the job-name suffix the driver side gives it, from its outputs (``""``: none).
+    ``adaptive``: the server plans adaptively (``spark.sql.adaptive.enabled``, on by default)."""
+    command, suffix = _command(action, outputs, output_tables)
+    if adaptive and action.exchanges and command == INSERT_FILES:
+        return ADAPTIVE_PLAN, suffix
+    return command, suffix
+
+
+def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables: list[str]) -> tuple[str, str]:
+    write = action.write
+    first = outputs[0] if outputs else None
+    if write is not None and action.kind == ActionKind.WRITE:
+        source = (write.format or "").lower()
+        if source == "jdbc":
+            return SAVE_INTO_DATA_SOURCE, (write.options.get("dbtable") or "").strip()
+        if write.method == "saveAsTable" and write.table:
+            return CREATE_TABLE_AS_SELECT, _table_suffix(first, write.table)
+        if source in _FILE_SOURCES or write.method == "insertInto":
+            return INSERT_FILES, _path_suffix(first)
+    if write is not None and action.kind == ActionKind.WRITE_V2:
+        command = V2_COMMANDS.get(write.mode or "", V2_COMMANDS["append"])
+        return command, _v2_suffix(command, write.table or "")
+    if action.kind == ActionKind.SQL and action.sql:
+        text = action.sql[0]
+        if _SQL_CTAS.match(text) and output_tables:
+            table = output_tables[0]
+            if _catalog_of(table) is None:
+                return CREATE_TABLE_AS_SELECT, _table_suffix(first, table)
+            command = V2_COMMANDS["replace" if _SQL_REPLACE.match(text) else "create"]
+            return command, _v2_suffix(command, table)
+        if _SQL_INSERT.match(text):
+            return INSERT_FILES, _path_suffix(first)
+    return f"{action.kind.value}_command", _path_suffix(first)
+
+
+def _catalog_of(table: str) -> str | None:
+    """The catalog a table name names before its database, unless it is the session catalog."""
+    parts = table.replace("`", "").split(".")
+    return parts[0] if len(parts) > 2 and parts[0].lower() != "spark_catalog" else None
+
+
+def _v2_suffix(command: str, table: str) -> str:
+    """As the driver side names a V2 write: a create or replace by the table's identifier in its catalog, an
+    append or overwrite with the catalog before it."""
+    name = table.replace("`", "")
+    if command.startswith("atomic_") and _catalog_of(name) is not None:
+        return name.split(".", 1)[1]
+    return name
+
+
+def _path_suffix(dataset: DatasetLineage | None) -> str:
+    return naming.path_job_suffix(dataset.identifier.name) if dataset is not None else ""
+
+
+def _table_suffix(dataset: DatasetLineage | None, written: str) -> str:
+    """``db_table``, from the table's symlink (its ``db.table``), else from the name written."""
+    symlink = dataset.symlinks[0] if dataset is not None and dataset.symlinks else None
+    name = symlink.name if symlink is not None else written.replace("`", "")
+    return name.replace(".", "_")

@@ -1,0 +1,472 @@
+"""Lineage for a Spark Connect client session whose server runs elsewhere, told from the client alone.
+
+:func:`enable_remote` is what :func:`spark_lineage.enable` does for such a session. It reads the session's
+confs once (one round trip): where the server already reports its sessions (openlineage-spark, or this
+library), it only sets the client's identity confs, which the server's lineage reads, and reports nothing
+itself. Otherwise a :class:`ClientRuntime` reports the session:
+
+- a run for the session (named as the server side names a Connect session's run), START now, COMPLETE when
+  lineage is turned off, the session stopped or the process ends;
+- a run per action that writes (a ``save``, ``saveAsTable``, ``insertInto``, ``writeTo``, a SQL command that
+  writes; a read-only action only with ``python.filterReadOnlyActions=false``): START when its request is sent,
+  COMPLETE when its response stream ends, FAIL with the server's message when it raises, its datasets read from
+  the request (:mod:`~spark_lineage.connect.client.requests`, :mod:`~spark_lineage.connect.client.datasets`),
+  tables located through the server once each (:mod:`~spark_lineage.connect.client.tables`), and its job named
+  as the driver side names it (:mod:`~spark_lineage.connect.client.jobs`).
+
+The user's thread only queues (:mod:`~spark_lineage.connect.client.tap`); reading requests, asking for tables,
+building events and spooling them happen on one worker thread; delivery is the same as a driver's (spool,
+redaction, transports). Nothing of this raises into the client's calls. Column lineage is not derived on the
+client yet: each run with outputs says so in its ``extractionError`` facet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from openlineage.client.event_v2 import RunEvent, RunState
+
+from spark_lineage import costs, naming
+from spark_lineage.config import CONF_PREFIX, LineageConfig
+from spark_lineage.connect.client.datasets import action_datasets
+from spark_lineage.connect.client.jobs import action_command
+from spark_lineage.connect.client.requests import ActionKind, ClientAction, read_request
+from spark_lineage.connect.client.tables import TableDatasets, TableDetails
+from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
+from spark_lineage.connect.identity import CLIENT_KEYS
+from spark_lineage.connect.sessions import session_run_job_name
+from spark_lineage.costs import Stage
+from spark_lineage.deadline import Deadline
+from spark_lineage.delivery import Delivery, Held, undelivered
+from spark_lineage.errors import ConnectClientError
+from spark_lineage.events import EventBuilder, new_run_id
+from spark_lineage.facets import PRODUCER, SPARK_CONNECT_FACET, SparkConnectRunFacet
+from spark_lineage.lineage import DatasetLineage, QueryLineage
+from spark_lineage.plan import SessionInfo
+from spark_lineage.worker import BoundedWorker, ErrorLog
+
+if TYPE_CHECKING:
+    from openlineage.client import OpenLineageClient
+
+    from spark_lineage.redaction import Redactor
+    from spark_lineage.session import SparkLineageHandle
+
+log = logging.getLogger("spark_lineage")
+
+NO_COLUMN_LINEAGE = "column lineage is not derived on the Spark Connect client: no output column of this run has any"
+"""What a client's run with outputs says in its ``extractionError`` facet."""
+
+
+@dataclass(frozen=True)
+class _Sent:
+    token: int
+    request: Any
+    time_ms: int
+
+
+@dataclass(frozen=True)
+class _Ended:
+    token: int
+    time_ms: int
+    error: str | None
+
+
+@dataclass
+class _ActionRun:
+    """A reported action whose end is still to come."""
+
+    run_id: str
+    job_name: str
+    action: ClientAction
+    lineage: QueryLineage
+    facet: SparkConnectRunFacet
+    created_tables: list[str] = field(default_factory=list)
+    """Output tables the write may have created: asked again at its end."""
+    start: RunEvent | None = None
+    """The run's START, which its later events are made from."""
+
+
+def session_conf(spark: Any) -> dict[str, str]:
+    """Every conf the client's server-side session shows it (its server's SparkConf included): one round trip."""
+    get_all = getattr(spark.conf, "getAll", None)
+    if get_all is not None:  # PySpark 4.x
+        return {str(key): str(value) for key, value in dict(get_all).items()}
+    # PySpark 3.5's client has no getAll: the same config request, asked directly.
+    from pyspark.sql.connect.proto import base_pb2
+
+    operation = base_pb2.ConfigRequest.Operation(get_all=base_pb2.ConfigRequest.GetAll())
+    result = spark.client.config(operation)
+    return {str(key): str(value) for key, value in result.pairs if value is not None}
+
+
+def session_info(spark: Any, conf: Mapping[str, str]) -> SessionInfo:
+    """What the client knows of its server and its session: the server's application, from its confs."""
+    client = spark.client
+    return SessionInfo(
+        app_name=conf.get("spark.app.name", ""),
+        app_id=conf.get("spark.app.id", ""),
+        spark_version=str(spark.version),
+        master=conf.get("spark.master", ""),
+        warehouse=conf.get("spark.sql.warehouse.dir"),
+        user=str(getattr(client, "_user_id", "") or "") or None,
+        driver_host=conf.get("spark.driver.host"),
+        session_id=str(client._session_id),
+        conf=dict(conf),
+    )
+
+
+class ClientRuntime:
+    """The live machinery of one Connect client session's lineage."""
+
+    def __init__(
+        self,
+        spark: Any,
+        config: LineageConfig,
+        client: OpenLineageClient,
+        session: SessionInfo,
+        redactor: Redactor,
+        held: Held | None = None,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.client = client
+        self.session = session
+        self.errors = ErrorLog()
+        self.started_ms = int(time.time() * 1000)
+        self.app_run_id = config.application_run_id or new_run_id(self.started_ms)
+        self.context_id = None
+        """No SparkContext of this process serves this session."""
+        server_job = naming.normalize_job_name(session.app_name) or "unknown"
+        run_job = session_run_job_name(config.app_name, None, server_job)
+        self.events = EventBuilder(config, session, self.app_run_id, run_job_name=run_job)
+        self.active = False
+        self.tap = ClientTap(spark.client, self, self.errors.report)
+        self.tables = TableDatasets(session, self._describe, self._current_database)
+        self.worker: BoundedWorker[_Sent | _Ended] = BoundedWorker(
+            "spark_lineage-connect-client", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
+        )
+        self.delivery = Delivery.configured(config, client, self.errors, redactor, held=held)
+        self._adaptive = session.conf.get("spark.sql.adaptive.enabled", "true").strip().lower() != "false"
+        self._tokens = itertools.count(1)
+        self._runs: dict[int, _ActionRun] = {}
+        self._shutdown_lock = threading.Lock()
+        self._ended = threading.Event()
+        self._original_stop: Any = None
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Observe the client's actions and start the session's run; raises :class:`ConnectClientError` for a
+        client whose calls cannot be observed (nothing is reported then)."""
+        if not self.tap.install():
+            self.delivery.close(0)
+            raise ConnectClientError(
+                f"its client ({type(self.spark.client).__name__}) has no {EXECUTE_METHOD}() to observe, or another "
+                "tap observes it already"
+            )
+        self.delivery.submit(
+            self.events.application_event(
+                RunState.START, self.started_ms, run_facets={SPARK_CONNECT_FACET: self._session_facet()}
+            )
+        )
+        self.active = True
+        self._wrap_stop()
+        log.info(
+            "spark_lineage: lineage on for Spark Connect session %s (as %s, namespace %s), derived on the client; %s",
+            self.session.session_id,
+            self.events.run_job_name,
+            self.config.namespace,
+            self.delivery.description(),
+        )
+
+    @property
+    def jvm_gone(self) -> bool:
+        """A client holds no JVM: none can end under it."""
+        return False
+
+    def owns_listener(self, name: str) -> bool:
+        return False
+
+    def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
+        deadline = Deadline(timeout)
+        analyzed = self.worker.flush(deadline.seconds())
+        return self.delivery.flush(deadline.seconds(), past_refusals=past_refusals) and analyzed
+
+    def shutdown(
+        self,
+        state: RunState,
+        *,
+        timeout: float | None = None,
+        error: str | None = None,
+        stack: str | None = None,
+        ending_first: bool = False,
+    ) -> bool:
+        """Stop observing, report what was observed, end the session's run as ``state`` says, within the
+        configured shutdown timeout. Never raises; True when every event was delivered."""
+        from spark_lineage.process import PROCESS
+
+        with self._shutdown_lock:
+            if not self.active:
+                return True
+            self.active = False
+        try:
+            deadline = Deadline(self.config.shutdown_timeout if timeout is None else timeout)
+            self.tap.uninstall()
+            self._unwrap_stop()
+            ending = self.events.application_event(
+                state,
+                int(time.time() * 1000),
+                error=error,
+                stack=stack,
+                run_facets={SPARK_CONNECT_FACET: self._session_facet()},
+            )
+            if ending_first:
+                self.delivery.submit(ending)
+            analyzed = self.worker.close(deadline.seconds())
+            self._abort_open_runs()
+            if not ending_first:
+                self.delivery.submit(ending)
+            delivered = self.delivery.close(deadline.seconds())
+            self.errors.summarize(skip=undelivered)
+            try:
+                self.client.close(max(deadline.seconds() or 0.0, 0.0))
+            except Exception as exc:  # noqa: BLE001
+                self.errors.report("closing the transport", exc)
+            return analyzed and delivered
+        except Exception as exc:  # noqa: BLE001 - no error of lineage's reaches the user's code
+            self.errors.report("shutting lineage down", exc)
+            return False
+        finally:
+            PROCESS.remove(self)
+            self._ended.set()
+
+    def wait_ended(self, timeout: float) -> bool:
+        return self._ended.wait(timeout)
+
+    def _wrap_stop(self) -> None:
+        """Lineage ends before the session stops (its channel is still open for what is left to ask)."""
+        original = getattr(self.spark, "stop", None)
+        if original is None:
+            return
+        runtime = self
+
+        def stop(*args: Any, **kwargs: Any) -> Any:
+            runtime.shutdown(RunState.COMPLETE)
+            return original(*args, **kwargs)
+
+        self._original_stop = original
+        try:
+            self.spark.stop = stop
+        except Exception as exc:  # noqa: BLE001 - the process's exit still ends the run
+            self.errors.report("wrapping the session's stop()", exc)
+
+    def _unwrap_stop(self) -> None:
+        if self._original_stop is not None and "stop" in getattr(self.spark, "__dict__", {}):
+            try:
+                del self.spark.stop
+            except Exception as exc:  # noqa: BLE001
+                self.errors.report("restoring the session's stop()", exc)
+
+    # --- what the tap tells (the user's thread: queue only) ---------------------------------------------------
+
+    def sent(self, request: Any, time_ms: int) -> object:
+        token = next(self._tokens)
+        self.worker.submit(_Sent(token, request, time_ms))
+        return token
+
+    def ended(self, token: object, time_ms: int, error: BaseException | None) -> None:
+        assert isinstance(token, int)
+        self.worker.submit(_Ended(token, time_ms, None if error is None else server_message(error)))
+
+    # --- the worker ----------------------------------------------------------------------------------------
+
+    def _analyze(self, item: _Sent | _Ended) -> None:
+        if isinstance(item, _Sent):
+            self._started(item)
+        else:
+            self._finished(item)
+
+    def _started(self, sent: _Sent) -> None:
+        with costs.stage(Stage.ANALYSIS):
+            action = read_request(sent.request)
+            if action.kind == ActionKind.OTHER:
+                return
+            found = action_datasets(action)
+        errors = list(found.unnamed)
+        inputs = [*(DatasetLineage(identifier) for identifier in found.inputs)]
+        inputs += self._tables(found.input_tables, errors, created=False)
+        outputs = [*(DatasetLineage(identifier) for identifier in found.outputs)]
+        outputs += self._tables(found.output_tables, errors, created=True)
+        if not outputs and not found.output_tables and (self.config.filter_read_only_actions or not inputs):
+            return  # an action that writes nothing (a query, a SELECT, DDL of no dataset)
+        if outputs or found.output_tables:
+            errors.append(NO_COLUMN_LINEAGE)
+        command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
+        lineage = QueryLineage(inputs=inputs, outputs=outputs, job_suffix=suffix or None, errors=errors)
+        name = self._job_name(command, suffix)
+        facet = SparkConnectRunFacet(
+            sessionId=self.session.session_id,
+            userId=self.session.user or "",
+            operationId=action.operation_id or None,
+            tags=list(action.tags) or None,
+            derivedOnClient=True,
+            producer=PRODUCER,
+        )
+        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, list(found.output_tables))
+        self._runs[sent.token] = run
+        run.start = self._event(run, RunState.START, sent.time_ms, None)
+        self._deliver([run.start])
+
+    def _finished(self, ended: _Ended) -> None:
+        run = self._runs.pop(ended.token, None)
+        if run is None:
+            return
+        if run.created_tables and ended.error is None:
+            # The write made or replaced its tables: where they are now is the server's to say.
+            errors = [e for e in run.lineage.errors if not e.startswith("table ")]
+            for name in run.created_tables:
+                self.tables.forget(name)
+            found = action_datasets(run.action)
+            outputs = [DatasetLineage(identifier) for identifier in found.outputs]
+            outputs += self._tables(run.created_tables, errors, created=True)
+            run.lineage = QueryLineage(
+                inputs=run.lineage.inputs, outputs=outputs, job_suffix=run.lineage.job_suffix, errors=errors
+            )
+        state = RunState.COMPLETE if ended.error is None else RunState.FAIL
+        self._deliver([self._event(run, state, ended.time_ms, ended.error)])
+
+    def _abort_open_runs(self) -> None:
+        """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them)."""
+        now = int(time.time() * 1000)
+        runs, self._runs = list(self._runs.values()), {}
+        self._deliver([self._event(run, RunState.ABORT, now, None) for run in runs])
+
+    def _event(self, run: _ActionRun, state: RunState, time_ms: int, error: str | None) -> RunEvent:
+        with costs.stage(Stage.EVENTS):
+            return self._built(run, state, time_ms, error)
+
+    def _built(self, run: _ActionRun, state: RunState, time_ms: int, error: str | None) -> RunEvent:
+        return self.events.action_event(
+            state,
+            time_ms,
+            run.run_id,
+            run.job_name,
+            run.lineage,
+            sql=run.action.sql[0] if run.action.kind == ActionKind.SQL and run.action.sql else None,
+            error=error,
+            run_facets={SPARK_CONNECT_FACET: run.facet},
+            start=run.start,
+        )
+
+    def _job_name(self, command: str, suffix: str) -> str:
+        name = f"{self.events.app_job_name}.{command}"
+        if self.config.append_dataset_name and suffix:
+            name += "." + suffix.replace(".", "_")
+        return name
+
+    def _tables(self, names: Sequence[str], errors: list[str], *, created: bool) -> list[DatasetLineage]:
+        datasets = (self.tables.dataset(name, errors, created=created) for name in names)
+        return [dataset for dataset in datasets if dataset is not None]
+
+    def _deliver(self, events: Sequence[RunEvent]) -> None:
+        from spark_lineage.process import PROCESS
+
+        PROCESS.finished(events)
+        self.delivery.submit_all(events)
+
+    def _dropped(self, item: object, why: str) -> None:
+        if isinstance(item, _Sent):
+            self.delivery.spool.lost("(a Spark Connect action)", f"not analyzed: {why}")
+
+    # --- asking the server (the worker's thread; not observed) ------------------------------------------------
+
+    def _describe(self, name: str) -> TableDetails | None:
+        with self.tap.unobserved():
+            if not self.spark.catalog.tableExists(name):
+                return None
+            return TableDetails.from_rows(
+                [tuple(row) for row in self.spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()]
+            )
+
+    def _current_database(self) -> str | None:
+        with self.tap.unobserved():
+            return str(self.spark.catalog.currentDatabase())
+
+    def _session_facet(self) -> SparkConnectRunFacet:
+        builder = getattr(self.spark.client, "_builder", None)
+        agent = getattr(builder, "userAgent", None)
+        return SparkConnectRunFacet(
+            sessionId=self.session.session_id,
+            userId=self.session.user or "",
+            userAgent=str(agent) if agent else None,
+            derivedOnClient=True,
+            producer=PRODUCER,
+        )
+
+
+def server_message(error: BaseException) -> str:
+    """The server's message of a failed action, without the JVM stack trace PySpark may append."""
+    text = str(getattr(error, "message", None) or error)
+    return text.split("\n\nJVM stacktrace:", 1)[0].strip() or type(error).__name__
+
+
+def identity_confs(overrides: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """What of ``enable()``'s overrides a client may set on its session for the server's lineage to read (its
+    names, parents, tags, owners), as confs; and the keys that are the server's to decide."""
+    from spark_lineage.config.readers import overrides as flat_overrides
+
+    confs: dict[str, str] = {}
+    others: list[str] = []
+    for key, value in flat_overrides(overrides).items():
+        if key in CLIENT_KEYS or key.startswith("job.owners."):
+            confs[CONF_PREFIX + key] = value if isinstance(value, str) else str(value)
+        else:
+            others.append(key)
+    return confs, others
+
+
+def session_key(spark: Any) -> str:
+    """What the process knows a client session's lineage by."""
+    return f"connect-client:{spark.client._session_id}"
+
+
+def start(key: str, runtime: ClientRuntime) -> SparkLineageHandle:
+    """Start a client session's lineage, registered with the process first (so that its exit ends it)."""
+    from spark_lineage.process import PROCESS
+    from spark_lineage.session import SparkLineageHandle
+
+    with PROCESS.lock:
+        handle = SparkLineageHandle(runtime)
+        PROCESS.add(key, handle, None)
+        try:
+            runtime.start()
+        except BaseException:
+            PROCESS.remove(runtime)
+            raise
+        return handle
+
+
+def set_identity(spark: Any, overrides: Mapping[str, Any], reason: str) -> None:
+    """The server reports the session (``reason`` says how): the client only sets its identity confs from
+    ``overrides``, for the server's lineage to read, and says so once."""
+    confs, others = identity_confs(overrides)
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    log.info(
+        "spark_lineage: %s, so this Spark Connect client reports nothing itself%s",
+        reason,
+        f"; it set its identity: {', '.join(sorted(confs))}" if confs else "",
+    )
+    if others:
+        log.warning(
+            "spark_lineage: not applied, as the server's lineage decides them: %s (a client sets only %s and "
+            "job.owners.<type>)",
+            ", ".join(sorted(others)),
+            ", ".join(sorted(CLIENT_KEYS)),
+        )

@@ -1,0 +1,181 @@
+"""A Spark Connect client whose server runs no lineage reports its own, from ``pyspark-client`` alone, and it
+names what the server side names.
+
+The server is the tests' shared Spark session, a real Connect server from PySpark's own jars (tests/conftest.py),
+with lineage off while the client runs. The same pipeline run on that session with lineage on is the oracle:
+the server-side lineage of the same scenario (as ``spark-lineage connect-server`` reports it). The client is a
+process of its own in the ``pyspark-client`` environment (no JVM, no py4j), calling ``spark_lineage.enable()``.
+
+Accepted differences, each asserted as it is:
+
+- a ``saveAsTable`` (and a CTAS) is one action for the client, one run; the server reports the command and,
+  beside it, the insert Spark runs inside it (and on 4.1+ a ``SaveAsV1TableCommand`` run without datasets):
+  the client's run holds the command's datasets, named as the server names them;
+- column lineage is not derived on the client: every run with outputs says so in ``extractionError``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.connect_client import ICEBERG_CATALOG, pipeline, run_client, write_people
+from tests.postgres_server import Postgres
+from tests.support import LineageReceiver, app_events, query_events, thin_client_python, validate_event
+
+pytestmark = [pytest.mark.spark, pytest.mark.iceberg]
+
+CLASSIC = "classic"
+USER = "dee"
+FAILING_SQL = f"INSERT INTO {USER}_missing SELECT 1"
+MISSING_TABLE = f"The table or view `{USER}_missing` cannot be found"
+
+
+@dataclass
+class Runs:
+    classic: list[dict[str, Any]]
+    """The server side's events of the pipeline (the oracle)."""
+    client: list[dict[str, Any]]
+    """What the client reported."""
+    session_id: str
+    warehouse: str
+    iceberg: bool
+
+
+@pytest.fixture(scope="module")
+def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) -> Runs:
+    import spark_lineage
+
+    python = thin_client_python()
+    data = tmp_path_factory.mktemp("client_data")
+    write_people(str(data))
+    out = tmp_path_factory.mktemp("client_out")
+    iceberg = bool(spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG}", None))
+    jdbc = {"url": postgres.jdbc_url} if postgres is not None else None
+    oracle, receiver = LineageReceiver(), LineageReceiver()
+    try:
+        handle = spark_lineage.enable(
+            spark, transport={"type": "http", "url": oracle.url}, python={"delivery": {"concurrency": 1}}
+        )
+        try:
+            pipeline(spark, CLASSIC, str(data), str(out), iceberg, jdbc)
+            assert handle.flush(120)
+        finally:
+            handle.disable(timeout=60)
+        port = spark.conf.get("spark.connect.grpc.binding.port")
+        session_id = run_client(
+            {
+                "url": f"sc://127.0.0.1:{port}/;user_id={USER}",
+                "user": USER,
+                "data": str(data),
+                "out": str(out),
+                "iceberg": iceberg,
+                "jdbc": jdbc,
+                "lineage": {"transport": {"type": "http", "url": receiver.url}},
+                "failing_sql": FAILING_SQL,
+            },
+            python,
+        )
+    finally:
+        oracle.close()
+        receiver.close()
+        for user in (CLASSIC, USER):
+            for table in ("people", "paris"):
+                spark.sql(f"DROP TABLE IF EXISTS {user}_{table}")
+            if iceberg:
+                spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.db.{user}_ice")
+    assert not oracle.invalid and not receiver.invalid, [*oracle.invalid, *receiver.invalid]
+    return Runs(
+        list(oracle.events), list(receiver.events), session_id, str(spark.conf.get("spark.sql.warehouse.dir")), iceberg
+    )
+
+
+def _runs(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for event in query_events(events):
+        by_run.setdefault(event["run"]["runId"], []).append(event)
+    return by_run
+
+
+def _as_classic(text: str) -> str:
+    return text.replace(f"/{USER}/", f"/{CLASSIC}/").replace(f"{USER}_", f"{CLASSIC}_")
+
+
+def _datasets(event: dict[str, Any], kind: str) -> set[tuple[str, str, str]]:
+    """``(namespace, name, symlinks)`` of an event's inputs or outputs, the client's user read as the classic
+    run's."""
+    return {
+        (
+            d["namespace"],
+            _as_classic(d["name"]),
+            _as_classic(json.dumps(((d.get("facets") or {}).get("symlinks") or {}).get("identifiers"))),
+        )
+        for d in event[kind]
+    }
+
+
+def _lineage(events: list[dict[str, Any]]) -> dict[str, tuple[set[Any], set[Any]]]:
+    """Each write's job (the client's user read as the classic run's) and its datasets: the runs that completed
+    with outputs (the server side also reports the reads Spark runs to infer a CSV file's schema, which are no
+    action of the client's)."""
+    found: dict[str, tuple[set[Any], set[Any]]] = {}
+    for run in _runs(events).values():
+        final = run[-1]
+        if final["eventType"] != "COMPLETE" or not final["outputs"]:
+            continue
+        found[_as_classic(final["job"]["name"])] = (_datasets(final, "inputs"), _datasets(final, "outputs"))
+    return found
+
+
+def test_every_write_is_reported_with_the_server_sides_job_name_and_datasets(runs: Runs) -> None:
+    classic, client = _lineage(runs.classic), _lineage(runs.client)
+    assert client, "the client reported no write"
+    for job, datasets in client.items():
+        assert job in classic, f"{job}: no such job on the server side ({sorted(classic)})"
+        assert datasets == classic[job], job
+    # Every dataset the server side writes is some client run's output (the insert inside a CTAS names the
+    # table's location without its symlink: compared by name).
+    written = {d[:2] for _, outputs in classic.values() for d in outputs}
+    assert written == {d[:2] for _, outputs in client.values() for d in outputs}
+
+
+def test_each_run_is_start_then_complete_under_the_clients_session_run(runs: Runs) -> None:
+    session = app_events(runs.client)
+    assert [e["eventType"] for e in session] == ["START", "COMPLETE"]
+    session_run = session[0]["run"]["runId"]
+    assert session[0]["job"]["name"] == "lineage_tests.connect_session"
+    connect = session[0]["run"]["facets"]["spark_connect"]
+    assert (connect["sessionId"], connect["userId"], connect["derivedOnClient"]) == (runs.session_id, USER, True)
+    assert connect["userAgent"].startswith("_SPARK_CONNECT_PYTHON spark/")
+    for run in _runs(runs.client).values():
+        assert [e["eventType"] for e in run] in (["START", "COMPLETE"], ["START", "FAIL"])
+        assert len({e["run"]["runId"] for e in run}) == 1
+        for event in run:
+            assert event["run"]["facets"]["parent"]["run"]["runId"] == session_run
+            facet = event["run"]["facets"]["spark_connect"]
+            assert (facet["sessionId"], facet["userId"], facet["derivedOnClient"]) == (runs.session_id, USER, True)
+            assert facet["operationId"]
+    for event in runs.client:
+        validate_event(event)
+
+
+def test_a_failed_command_ends_its_run_fail_with_the_servers_message(runs: Runs) -> None:
+    failed = [run for run in _runs(runs.client).values() if run[-1]["eventType"] == "FAIL"]
+    assert len(failed) == 1
+    start, fail = failed[0]
+    assert start["job"]["facets"]["sql"]["query"] == fail["job"]["facets"]["sql"]["query"] == FAILING_SQL
+    assert MISSING_TABLE in fail["run"]["facets"]["errorMessage"]["message"]
+    assert "JVM stacktrace" not in fail["run"]["facets"]["errorMessage"]["message"]
+
+
+def test_column_lineage_it_cannot_claim_is_named_in_extraction_error(runs: Runs) -> None:
+    for run in _runs(runs.client).values():
+        final = run[-1]
+        if not final["outputs"]:
+            continue
+        assert all("columnLineage" not in (d.get("facets") or {}) for d in final["outputs"])
+        errors = [e["errorMessage"] for e in final["run"]["facets"]["extractionError"]["errors"]]
+        assert "column lineage is not derived on the Spark Connect client" in " ".join(errors), final["job"]["name"]

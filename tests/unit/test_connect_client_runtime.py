@@ -1,0 +1,329 @@
+"""The pieces of a Spark Connect client's own lineage that need no server: the job each recorded request is
+reported as, the datasets of tables from what the server says of them, the tap around the client's calls, and
+what a failed action's run says. tests/integration/test_connect_client.py holds them to a real server's
+lineage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from spark_lineage.connect.client.jobs import (
+    ADAPTIVE_PLAN,
+    CREATE_TABLE_AS_SELECT,
+    INSERT_FILES,
+    SAVE_INTO_DATA_SOURCE,
+    action_command,
+)
+from spark_lineage.connect.client.requests import ActionKind, ClientAction, WriteTarget
+from spark_lineage.connect.client.runtime import identity_confs, server_message
+from spark_lineage.connect.client.tables import TableDatasets, TableDetails
+from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
+from spark_lineage.lineage import DatasetLineage
+from spark_lineage.naming import DatasetIdentifier, TableName
+from spark_lineage.plan import SessionInfo
+from tests.unit.test_connect_client_requests import VERSIONS, _action
+
+DESCRIBED = [
+    ("id", "bigint", None),
+    ("", "", ""),
+    ("# Detailed Table Information", "", ""),
+    ("Catalog", "spark_catalog", ""),
+    ("Database", "default", ""),
+    ("Table", "t_out", ""),
+    ("Type", "MANAGED", ""),
+    ("Provider", "parquet", ""),
+    ("Location", "file:/wh/t_out", ""),
+]
+SESSION = SessionInfo(
+    app_name="Spark Connect server",
+    app_id="local-1",
+    spark_version="4.1.1",
+    master="local[2]",
+    warehouse="file:/wh",
+    conf={
+        "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.ice.type": "hadoop",
+        "spark.sql.catalog.ice.warehouse": "/lake",
+    },
+)
+TABLE_OUT = DatasetLineage(DatasetIdentifier("file", "/wh/t_out"), symlinks=[TableName("file:/wh", "default.t_out")])
+
+
+class Server:
+    """What a server would say of tables: ``DESCRIBE TABLE EXTENDED``'s rows by name, and how often it was asked."""
+
+    def __init__(self, tables: dict[str, list[Any]] | None = None, failing: bool = False) -> None:
+        self.tables = tables or {}
+        self.asked: list[str] = []
+        self.failing = failing
+
+    def describe(self, name: str) -> TableDetails | None:
+        self.asked.append(name)
+        if self.failing:
+            raise ConnectionError("UNAVAILABLE: the server went away\nmore")
+        rows = self.tables.get(name)
+        return TableDetails.from_rows(rows) if rows is not None else None
+
+
+# --- job names ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("name", "outputs", "tables", "expected"),
+    [
+        ("write_path", [], [], (INSERT_FILES, "data_out")),
+        ("join_write_json", [], [], (ADAPTIVE_PLAN, "data_joined")),
+        ("save_as_table", [TABLE_OUT], ["t_out"], (CREATE_TABLE_AS_SELECT, "default_t_out")),
+        ("insert_into", [TABLE_OUT], ["t_out"], (INSERT_FILES, "wh_t_out")),
+        ("sql_insert", [TABLE_OUT], ["t_out"], (INSERT_FILES, "wh_t_out")),
+        ("sql_ctas", [], ["t_copy"], (CREATE_TABLE_AS_SELECT, "t_copy")),
+        ("write_to_v2", [], ["t_v2"], ("atomic_create_table_as_select", "t_v2")),
+        ("jdbc_write", [], [], (SAVE_INTO_DATA_SOURCE, "public.buckets")),
+        ("collect", [], [], ("query_command", "")),
+    ],
+)
+def test_each_recorded_action_is_named_as_the_server_side_names_its_command(
+    version: str, name: str, outputs: list[DatasetLineage], tables: list[str], expected: tuple[str, str]
+) -> None:
+    action = _action(version, name)
+    if name == "write_path":  # its output, as datasets.action_datasets names it
+        outputs = [DatasetLineage(DatasetIdentifier("file", "/tmp/spark-lineage-fixtures/connect/data/out"))]
+    if name == "join_write_json":
+        outputs = [DatasetLineage(DatasetIdentifier("file", "/tmp/spark-lineage-fixtures/connect/data/joined"))]
+    assert action_command(action, outputs, tables) == expected
+
+
+def test_without_adaptive_planning_a_shuffling_write_is_named_after_its_command() -> None:
+    action = ClientAction(ActionKind.WRITE, write=WriteTarget(format="parquet", path="/d/out"), exchanges=True)
+    outputs = [DatasetLineage(DatasetIdentifier("file", "/d/out"))]
+    assert action_command(action, outputs, []) == (ADAPTIVE_PLAN, "d_out")
+    assert action_command(action, outputs, [], adaptive=False) == (INSERT_FILES, "d_out")
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("CREATE TABLE ice.db.t USING iceberg AS SELECT * FROM s", ("atomic_create_table_as_select", "db.t")),
+        ("CREATE OR REPLACE TABLE ice.db.t AS SELECT * FROM s", ("atomic_replace_table_as_select", "db.t")),
+        ("INSERT INTO t SELECT a FROM s JOIN u ON s.id = u.id", (ADAPTIVE_PLAN, "wh_t_out")),
+    ],
+)
+def test_sql_is_named_by_its_statement_and_its_table_s_catalog(sql: str, expected: tuple[str, str]) -> None:
+    from spark_lineage.connect.client.requests import _sql_exchanges
+
+    action = ClientAction(ActionKind.SQL, sql=(sql,), exchanges=_sql_exchanges(sql))
+    table = sql.split()[2] if sql.startswith("CREATE TABLE") else "ice.db.t"
+    assert action_command(action, [TABLE_OUT], [table]) == expected
+
+
+# --- tables ---------------------------------------------------------------------------------------------------
+
+
+def _names(dataset: DatasetLineage | None) -> tuple[str, str, list[tuple[str, str]]] | None:
+    if dataset is None:
+        return None
+    return (
+        dataset.identifier.namespace,
+        dataset.identifier.name,
+        [(link.namespace, link.name) for link in dataset.symlinks],
+    )
+
+
+def test_a_session_table_is_its_location_with_its_symlink_asked_once() -> None:
+    server = Server({"t_out": DESCRIBED})
+    tables = TableDatasets(SESSION, server.describe, lambda: "default")
+    errors: list[str] = []
+    first, again = tables.dataset("t_out", errors), tables.dataset("t_out", errors)
+    assert _names(first) == _names(again) == ("file", "/wh/t_out", [("file:/wh", "default.t_out")])
+    assert server.asked == ["t_out"] and errors == []
+    tables.forget("t_out")
+    tables.dataset("t_out", errors)
+    assert server.asked == ["t_out", "t_out"]
+
+
+def test_a_table_about_to_be_created_is_placed_in_the_warehouse_of_the_current_database() -> None:
+    tables = TableDatasets(SESSION, Server().describe, lambda: "sales")
+    errors: list[str] = []
+    assert _names(tables.dataset("t_new", errors, created=True)) == (
+        "file",
+        "/wh/sales.db/t_new",
+        [("file:/wh", "sales.t_new")],
+    )
+    assert tables.dataset("t_new", errors) is None
+    assert errors == ["table t_new: the server does not know it"]
+
+
+def test_an_iceberg_table_is_named_by_its_catalog_even_when_describe_shows_no_catalog_row() -> None:
+    rows = [("# Detailed Table Information", "", ""), ("Name", "ice.db.t", ""), ("Location", "/lake/db/t", "")]
+    tables = TableDatasets(SESSION, Server({"ice.db.t": rows}).describe, lambda: "default")
+    errors: list[str] = []
+    dataset = tables.dataset("ice.db.t", errors)
+    assert _names(dataset) == ("file", "/lake/db/t", [("file:/lake", "db.t")])
+    assert dataset is not None and dataset.extra_facets["catalog"].framework == "iceberg"
+    assert _names(tables.dataset("ice.db.fresh", errors, created=True)) == (
+        "file",
+        "/lake/db/fresh",
+        [("file:/lake", "db.fresh")],
+    )
+    assert errors == []
+
+
+def test_a_server_that_cannot_answer_leaves_the_table_unnamed_and_says_why() -> None:
+    tables = TableDatasets(SESSION, Server(failing=True).describe, lambda: "default")
+    errors: list[str] = []
+    assert tables.dataset("t_out", errors) is None
+    assert errors == ["table t_out: its location could not be asked of the server: UNAVAILABLE: the server went away"]
+
+
+# --- the tap --------------------------------------------------------------------------------------------------
+
+
+class Client:
+    """A client's execute method as PySpark's is shaped: a generator of responses that may raise."""
+
+    def __init__(self, responses: list[Any], error: BaseException | None = None) -> None:
+        self.responses, self.error = responses, error
+
+    def _execute_and_fetch_as_iterator(self, request: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        yield from self.responses
+        if self.error is not None:
+            raise self.error
+
+
+class Observer:
+    def __init__(self, failing: bool = False) -> None:
+        self.told: list[tuple[Any, ...]] = []
+        self.failing = failing
+
+    def sent(self, request: Any, time_ms: int) -> object:
+        if self.failing:
+            raise RuntimeError("observer broke")
+        self.told.append(("sent", request))
+        return len(self.told)
+
+    def ended(self, token: object, time_ms: int, error: BaseException | None) -> None:
+        self.told.append(("ended", token, None if error is None else str(error)))
+
+
+def _tapped(client: Client, observer: Observer) -> tuple[ClientTap, list[tuple[str, BaseException]]]:
+    failures: list[tuple[str, BaseException]] = []
+    tap = ClientTap(client, observer, lambda kind, error: failures.append((kind, error)))
+    assert tap.install()
+    return tap, failures
+
+
+def test_the_tap_passes_the_stream_through_and_tells_its_start_and_end() -> None:
+    client, observer = Client([1, 2, 3]), Observer()
+    tap, _ = _tapped(client, observer)
+    assert list(client._execute_and_fetch_as_iterator("req", {}, progress=None)) == [1, 2, 3]
+    assert observer.told == [("sent", "req"), ("ended", 1, None)]
+    assert not tap.install(), "a second tap on the same client"
+    tap.uninstall()
+    assert EXECUTE_METHOD not in client.__dict__
+    assert list(client._execute_and_fetch_as_iterator("again")) == [1, 2, 3]
+    assert len(observer.told) == 2
+
+
+def test_an_error_of_the_stream_reaches_the_caller_unchanged_and_ends_the_action_with_it() -> None:
+    error = ValueError("[TABLE_OR_VIEW_NOT_FOUND] no such table")
+    client, observer = Client([1], error), Observer()
+    _tapped(client, observer)
+    with pytest.raises(ValueError) as raised:
+        list(client._execute_and_fetch_as_iterator("req"))
+    assert raised.value is error
+    assert observer.told == [("sent", "req"), ("ended", 1, "[TABLE_OR_VIEW_NOT_FOUND] no such table")]
+
+
+def test_a_stream_the_caller_stops_reading_ends_without_error() -> None:
+    client, observer = Client([1, 2, 3]), Observer()
+    _tapped(client, observer)
+    stream = client._execute_and_fetch_as_iterator("req")
+    assert next(stream) == 1
+    stream.close()
+    assert observer.told == [("sent", "req"), ("ended", 1, None)]
+
+
+def test_an_observer_that_fails_never_fails_the_clients_call() -> None:
+    client = Client([1, 2])
+    _, failures = _tapped(client, Observer(failing=True))
+    assert list(client._execute_and_fetch_as_iterator("req")) == [1, 2]
+    assert [(kind, str(error)) for kind, error in failures] == [("observing a Spark Connect request", "observer broke")]
+
+
+def test_requests_lineage_sends_itself_are_not_observed() -> None:
+    client, observer = Client([1]), Observer()
+    tap, _ = _tapped(client, observer)
+    with tap.unobserved():
+        assert list(client._execute_and_fetch_as_iterator("lookup")) == [1]
+    assert observer.told == []
+
+
+# --- what a run says ------------------------------------------------------------------------------------------
+
+
+def test_a_failed_actions_message_is_the_servers_without_the_jvm_stack() -> None:
+    error = RuntimeError(
+        "[DIVIDE_BY_ZERO] Division by zero.\n\nJVM stacktrace:\norg.apache.spark.SparkException\n\tat x"
+    )
+    assert server_message(error) == "[DIVIDE_BY_ZERO] Division by zero."
+
+
+def test_a_client_sets_only_its_identity_on_a_server_with_lineage() -> None:
+    confs, others = identity_confs(
+        {"app_name": "Ann", "parent_job_name": "dag.task", "job": {"tags": "a:b"}, "transport": {"type": "console"}}
+    )
+    assert confs == {
+        "spark.openlineage.appName": "Ann",
+        "spark.openlineage.parentJobName": "dag.task",
+        "spark.openlineage.job.tags": "a:b",
+    }
+    assert others == ["transport.type"]
+
+
+def test_an_actions_later_events_are_made_from_its_start_as_openlineage_python_would_make_them() -> None:
+    from openlineage.client.event_v2 import RunState
+    from openlineage.client.serde import Serde
+
+    from spark_lineage.config import LineageConfig
+    from spark_lineage.connect.client.runtime import NO_COLUMN_LINEAGE
+    from spark_lineage.events import EventBuilder, new_run_id
+    from spark_lineage.lineage import QueryLineage
+
+    builder = EventBuilder(LineageConfig(), SESSION, new_run_id(1_000))
+    lineage = QueryLineage(
+        inputs=[DatasetLineage(DatasetIdentifier("file", "/d/src"))], outputs=[TABLE_OUT], errors=[NO_COLUMN_LINEAGE]
+    )
+    run_id, sql = new_run_id(2_000), "INSERT INTO t_out SELECT * FROM parquet.`/d/src`"
+    start = builder.action_event(RunState.START, 2_000, run_id, "app.job", lineage, sql=sql)
+    assert "spark_applicationDetails" in (start.run.facets or {})
+    for state, error in ((RunState.COMPLETE, None), (RunState.FAIL, "[DIVIDE_BY_ZERO] Division by zero.")):
+        later = builder.action_event(state, 3_000, run_id, "app.job", lineage, sql=sql, error=error, start=start)
+        fresh = builder.action_event(state, 3_000, run_id, "app.job", lineage, sql=sql, error=error)
+        assert Serde.to_json(later) == Serde.to_json(fresh)
+        assert later.run is not start.run and later.outputs is not start.outputs
+
+
+def test_a_client_whose_calls_cannot_be_observed_reports_nothing(tmp_path: Any) -> None:
+    import types
+
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.transport.noop import NoopConfig, NoopTransport
+
+    from spark_lineage.config import LineageConfig
+    from spark_lineage.connect.client.runtime import ClientRuntime
+    from spark_lineage.errors import ConnectClientError
+    from spark_lineage.redaction import Redactor
+
+    spark = types.SimpleNamespace(client=types.SimpleNamespace(_session_id="s-1"))
+    config = LineageConfig(spool_dir=str(tmp_path))
+    runtime = ClientRuntime(
+        spark, config, OpenLineageClient(transport=NoopTransport(NoopConfig())), SESSION, Redactor(None)
+    )
+    with pytest.raises(ConnectClientError, match=r"its client \(SimpleNamespace\) has no _execute_and_fetch_as_it"):
+        runtime.start()
+    assert not runtime.active
+    assert runtime.delivery.spool.fates().total == 0
