@@ -302,3 +302,47 @@ def test_enable_tells_the_in_process_server_from_one_elsewhere_in_the_same_proce
     assert len([line for line in lineage_lines(result) if line.startswith(CLIENT_SIDE)]) == 1
     assert len([line for line in lineage_lines(result) if "spark_lineage: lineage on for application " in line]) == 1
     assert not [line for line in lineage_lines(result) if line.startswith("WARNING")]
+
+
+FAILING_CLIENT = """
+import sys
+from pyspark.sql import SparkSession
+import spark_lineage
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+spark_lineage.enable(spark, transport={"type": "file", "log_file_path": sys.argv[2]})
+spark.range(3).write.mode("overwrite").parquet(sys.argv[3])
+raise RuntimeError("the job broke after its write")
+"""
+
+
+def test_a_client_that_dies_of_an_exception_ends_its_session_run_fail_with_it(
+    remote_server: int, tmp_path: Path
+) -> None:
+    """The client's own lineage ends with the process, as a driver's does (:mod:`spark_lineage.endings`): its
+    write is reported, and its session's run ends FAIL with the exception that ended the process."""
+    events, output = tmp_path / "events.jsonl", tmp_path / "out"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(FAILING_CLIENT),
+            f"sc://127.0.0.1:{remote_server}",
+            str(events),
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if not k.startswith("OPENLINEAGE")},
+        check=False,
+    )
+    assert result.returncode == 1 and "RuntimeError: the job broke after its write" in result.stderr
+    read = read_events(events)
+    session = [e for e in read if e["job"]["facets"]["jobType"]["jobType"] == "APPLICATION"]
+    assert [e["eventType"] for e in session] == ["START", "FAIL"]
+    assert session[1]["run"]["facets"]["errorMessage"]["message"] == "RuntimeError: the job broke after its write"
+    writes = [e for e in read if e["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB"]
+    assert [e["eventType"] for e in writes] == ["START", "COMPLETE"]
+    assert [(d["namespace"], d["name"]) for d in writes[1]["outputs"]] == [("file", str(output))]
+    assert writes[1]["job"]["name"].endswith(f".execute_insert_into_hadoop_fs_relation_command.{tmp_path.name}_out")
