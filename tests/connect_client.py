@@ -5,7 +5,8 @@ and the parity harness's Connect suite (tests/parity/connect_scenarios.py).
 Run as ``python -m tests.connect_client '<json>'`` (:func:`run_client` does); the JSON gives ``url`` (the
 server), ``confs`` (set on the remote builder), ``settings`` (set with ``spark.conf.set`` once connected),
 ``tag``, ``lineage`` (when given: :func:`spark_lineage.enable`'s settings, for the client's own lineage),
-``failing_sql`` (a statement run last, meant to fail), and what :func:`pipeline` takes. It prints the client's
+``more_writes`` (run :func:`more_writes` after the pipeline), ``failing_sql`` (a statement run last, meant to
+fail), and what :func:`pipeline` takes. It prints the client's
 session id as its last line.
 """
 
@@ -41,6 +42,22 @@ def pipeline(spark: Any, user: str, data: str, out: str, iceberg: bool, jdbc: di
     if jdbc is not None:
         properties = {"driver": "org.postgresql.Driver"}
         spark.table(f"{user}_paris").write.jdbc(jdbc["url"], f"public.{user}_paris", "overwrite", properties)
+
+
+def more_writes(spark: Any, user: str, out: str, iceberg: bool, jdbc: dict[str, str] | None) -> None:
+    """After :func:`pipeline`: the other ways a client writes, each named by its request alone (an
+    ``insertInto``, a ``spark.sql`` DataFrame written, an Iceberg ``writeTo().append()``, a JDBC read written)."""
+    spark.table(f"{user}_people").select("id", "name").write.insertInto(f"{user}_paris")
+    spark.sql(f"SELECT id, name FROM {user}_people WHERE city = 'oslo'").write.mode("overwrite").parquet(
+        f"{out}/{user}/oslo"
+    )
+    if iceberg:
+        spark.table(f"{user}_people").select("id", "name").writeTo(f"{ICEBERG_CATALOG}.db.{user}_ice").append()
+    if jdbc is not None:
+        properties = {"driver": "org.postgresql.Driver"}
+        spark.read.jdbc(jdbc["url"], f"public.{user}_paris", properties=properties).write.mode("overwrite").parquet(
+            f"{out}/{user}/from_postgres"
+        )
 
 
 def write_people(data: str) -> None:
@@ -83,6 +100,8 @@ def main(argv: list[str]) -> None:
 
         spark_lineage.enable(spark, **args["lineage"])
     pipeline(spark, args["user"], args["data"], args["out"], args["iceberg"], args.get("jdbc"))
+    if args.get("more_writes"):
+        more_writes(spark, args["user"], args["out"], args["iceberg"], args.get("jdbc"))
     if args.get("failing_sql"):
         try:
             spark.sql(args["failing_sql"])

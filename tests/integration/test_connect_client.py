@@ -2,7 +2,9 @@
 names what the server side names.
 
 The server is the tests' shared Spark session, a real Connect server from PySpark's own jars (tests/conftest.py),
-with lineage off while the client runs. The same pipeline run on that session with lineage on is the oracle:
+with lineage off while the client runs. The pipeline is the server-side tests' (files, a V1 table, CTAS, INSERT,
+a join, an Iceberg CTAS, a PostgreSQL table) and more (an ``insertInto``, a ``spark.sql`` DataFrame written, an
+Iceberg append, a PostgreSQL read written). The same pipeline run on that session with lineage on is the oracle:
 the server-side lineage of the same scenario (as ``spark-lineage connect-server`` reports it). The client is a
 process of its own in the ``pyspark-client`` environment (no JVM, no py4j), calling ``spark_lineage.enable()``.
 
@@ -22,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.connect_client import ICEBERG_CATALOG, pipeline, run_client, write_people
+from tests.connect_client import ICEBERG_CATALOG, more_writes, pipeline, run_client, write_people
 from tests.postgres_server import Postgres
 from tests.support import LineageReceiver, app_events, query_events, thin_client_python, validate_event
 
@@ -62,6 +64,7 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
         )
         try:
             pipeline(spark, CLASSIC, str(data), str(out), iceberg, jdbc)
+            more_writes(spark, CLASSIC, str(out), iceberg, jdbc)
             assert handle.flush(120)
         finally:
             handle.disable(timeout=60)
@@ -75,6 +78,7 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
                 "iceberg": iceberg,
                 "jdbc": jdbc,
                 "lineage": {"transport": {"type": "http", "url": receiver.url}},
+                "more_writes": True,
                 "failing_sql": FAILING_SQL,
             },
             python,

@@ -327,3 +327,13 @@ def test_a_client_whose_calls_cannot_be_observed_reports_nothing(tmp_path: Any) 
         runtime.start()
     assert not runtime.active
     assert runtime.delivery.spool.fates().total == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "asked"),
+    [("people", "`people`"), ("hcat.db.t", "`hcat`.`db`.`t`"), ("`my-db`.t", "`my-db`.t")],
+)
+def test_a_table_is_asked_about_by_its_name_quoted_as_the_request_named_it(name: str, asked: str) -> None:
+    from spark_lineage.connect.client.tables import quoted
+
+    assert quoted(name) == asked

@@ -150,3 +150,27 @@ def test_enable_on_a_stopped_connect_session_raises(in_process: Any) -> None:
 def test_enable_on_something_else_raises_a_type_error() -> None:
     with pytest.raises(TypeError, match="needs a pyspark SparkSession, got dict"):
         activation.enable_session({}, {})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("follow", [True, None])
+def test_the_notebook_switch_on_a_session_served_elsewhere_never_raises(
+    in_process: Any, caplog: pytest.LogCaptureFixture, follow: bool | None
+) -> None:
+    """``%lineage on`` hands the active session over; one of a server elsewhere is its client's to report. When
+    the switch asks for lineage and the session cannot start it, one WARNING says why; when the configuration
+    decides, a session whose confs turn nothing on stays off in silence."""
+    in_process(None)
+    activation.follow_new_sessions(follow)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="spark_lineage"):
+            activation.session_created(connect_session("spark.example.com:443"))
+    finally:
+        activation.follow_new_sessions(None)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if follow:
+        assert [w.split(" (", 1)[0] for w in warnings] == [
+            "spark_lineage: lineage stays off for this Spark Connect session: its server"
+        ]
+    else:
+        assert warnings == []
+        assert not [r for r in caplog.records if "lineage on" in r.getMessage()]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from spark_lineage.config import CONF_PREFIX, LineageConfig
 from spark_lineage.connect.client.datasets import action_datasets
 from spark_lineage.connect.client.jobs import action_command
 from spark_lineage.connect.client.requests import ActionKind, ClientAction, read_request
-from spark_lineage.connect.client.tables import TableDatasets, TableDetails
+from spark_lineage.connect.client.tables import TableDatasets, TableDetails, quoted
 from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
 from spark_lineage.connect.identity import CLIENT_KEYS
 from spark_lineage.connect.sessions import session_run_job_name
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_lineage")
 
+_CHANGES_TABLES = re.compile(r"\s*(drop|alter|replace|create\s+or\s+replace)\b", re.IGNORECASE)
+"""SQL that may move the tables it names."""
 NO_COLUMN_LINEAGE = "column lineage is not derived on the Spark Connect client: no output column of this run has any"
 """What a client's run with outputs says in its ``extractionError`` facet."""
 
@@ -87,7 +90,8 @@ class _ActionRun:
     lineage: QueryLineage
     facet: SparkConnectRunFacet
     created_tables: list[str] = field(default_factory=list)
-    """Output tables the write may have created: asked again at its end."""
+    """Output tables that did not exist when the action was sent (placed where the catalog would put them):
+    asked again at its end."""
     start: RunEvent | None = None
     """The run's START, which its later events are made from."""
 
@@ -298,6 +302,9 @@ class ClientRuntime:
             if action.kind == ActionKind.OTHER:
                 return
             found = action_datasets(action)
+        if any(_CHANGES_TABLES.match(text) for text in action.sql if action.kind == ActionKind.SQL):
+            for table in (*found.input_tables, *found.output_tables):
+                self.tables.forget(table)  # dropped, renamed or replaced: where it is now is asked again
         errors = list(found.unnamed)
         inputs = [*(DatasetLineage(identifier) for identifier in found.inputs)]
         inputs += self._tables(found.input_tables, errors, created=False)
@@ -318,7 +325,8 @@ class ClientRuntime:
             derivedOnClient=True,
             producer=PRODUCER,
         )
-        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, list(found.output_tables))
+        created = [table for table in found.output_tables if not self.tables.known(table)]
+        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created)
         self._runs[sent.token] = run
         run.start = self._event(run, RunState.START, sent.time_ms, None)
         self._deliver([run.start])
@@ -328,13 +336,11 @@ class ClientRuntime:
         if run is None:
             return
         if run.created_tables and ended.error is None:
-            # The write made or replaced its tables: where they are now is the server's to say.
+            # The write made its tables: where they are is the server's to say now.
             errors = [e for e in run.lineage.errors if not e.startswith("table ")]
-            for name in run.created_tables:
-                self.tables.forget(name)
             found = action_datasets(run.action)
             outputs = [DatasetLineage(identifier) for identifier in found.outputs]
-            outputs += self._tables(run.created_tables, errors, created=True)
+            outputs += self._tables(found.output_tables, errors, created=True)
             run.lineage = QueryLineage(
                 inputs=run.lineage.inputs, outputs=outputs, job_suffix=run.lineage.job_suffix, errors=errors
             )
@@ -387,12 +393,12 @@ class ClientRuntime:
     # --- asking the server (the worker's thread; not observed) ------------------------------------------------
 
     def _describe(self, name: str) -> TableDetails | None:
+        table = quoted(name)
         with self.tap.unobserved():
-            if not self.spark.catalog.tableExists(name):
+            if not self.spark.catalog.tableExists(table):
                 return None
-            return TableDetails.from_rows(
-                [tuple(row) for row in self.spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()]
-            )
+            rows = self.spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+        return TableDetails.from_rows([tuple(row) for row in rows])
 
     def _current_database(self) -> str | None:
         with self.tap.unobserved():

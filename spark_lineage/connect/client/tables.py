@@ -83,6 +83,11 @@ class TableDatasets:
             return None
         return self._named(name, details, errors)
 
+    def known(self, name: str) -> bool:
+        """Whether the server said where table ``name`` is (it existed when asked)."""
+        with self._lock:
+            return name in self._known
+
     def forget(self, name: str) -> None:
         """Ask again next time (a write created or replaced the table)."""
         with self._lock:
@@ -147,6 +152,14 @@ class TableDatasets:
             except Exception:  # noqa: BLE001 - the default database then
                 self._database = "default"
         return self._database
+
+
+def quoted(name: str) -> str:
+    """A table name as SQL quotes it (each part in backticks), so that asking the server about it parses as the
+    user's request did; a name the user quoted already stays as written."""
+    if "`" in name:
+        return name
+    return ".".join(f"`{part}`" for part in name.split("."))
 
 
 def _parts(name: str) -> list[str]:
