@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from openlineage.client.event_v2 import RunState
 
 from spark_lineage.connect.client.jobs import (
     ADAPTIVE_PLAN,
@@ -24,6 +25,7 @@ from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
 from spark_lineage.lineage import DatasetLineage
 from spark_lineage.naming import DatasetIdentifier, TableName
 from spark_lineage.plan import SessionInfo
+from tests.support import validate_event
 from tests.unit.test_connect_client_requests import VERSIONS, _action
 
 DESCRIBED = [
@@ -337,3 +339,172 @@ def test_a_table_is_asked_about_by_its_name_quoted_as_the_request_named_it(name:
     from spark_lineage.connect.client.tables import quoted
 
     assert quoted(name) == asked
+
+
+# --- the runtime, over recorded requests --------------------------------------------------------------------------
+
+
+class FakeConnectSession:
+    """A Connect client session as the runtime uses it (its client's execute method, its catalog, ``sql``), over
+    a server that knows ``tables`` (``DESCRIBE TABLE EXTENDED`` rows by name); a request's ``effects`` (by its
+    operation id) runs when its stream is read (a CTAS creates its table), ``failures`` raise instead."""
+
+    def __init__(self, tables: dict[str, list[Any]]) -> None:
+        self.tables = tables
+        self.effects: dict[str, Any] = {}
+        self.failures: dict[str, BaseException] = {}
+        self.asked: list[str] = []
+        session = self
+
+        class Client:
+            _session_id, _user_id = "s-1", "ann"
+            _builder = type("Builder", (), {"userAgent": "_SPARK_CONNECT_PYTHON spark/4.2.0"})()
+
+            def _execute_and_fetch_as_iterator(self, request: Any, *args: Any) -> Iterator[Any]:
+                yield "schema"
+                if request.operation_id in session.failures:
+                    raise session.failures[request.operation_id]
+                session.effects.pop(request.operation_id, lambda: None)()
+
+        self.client = Client()
+        self.catalog = type(
+            "Catalog",
+            (),
+            {
+                "tableExists": staticmethod(lambda name: self._ask(name) in self.tables),
+                "currentDatabase": staticmethod(lambda: "default"),
+            },
+        )()
+
+    def _ask(self, name: str) -> str:
+        self.asked.append(name)
+        return name.replace("`", "").removeprefix("default.")
+
+    def sql(self, text: str) -> Any:
+        rows = self.tables[text.removeprefix("DESCRIBE TABLE EXTENDED ").replace("`", "").removeprefix("default.")]
+        return type("Frame", (), {"collect": staticmethod(lambda: rows)})()
+
+    def stop(self) -> None:
+        """The session's own stop."""
+
+
+def _described(table: str) -> list[Any]:
+    return [
+        row if row[0] not in ("Table", "Location") else (row[0], {"Table": table}.get(row[0], f"file:/wh/{table}"), "")
+        for row in DESCRIBED
+    ]
+
+
+@pytest.fixture()
+def recorded_runtime(tmp_path: Any) -> Iterator[tuple[Any, FakeConnectSession, Any]]:
+    """A client runtime on a fake session, events to a file; yields it, the session and the events' reader."""
+    import json as json_module
+
+    from spark_lineage.config import LineageConfig
+    from spark_lineage.connect.client.runtime import ClientRuntime, start
+    from spark_lineage.delivery import create_client
+    from spark_lineage.redaction import Redactor
+
+    if "spark-4.3" not in VERSIONS:
+        pytest.skip("the recorded requests of PySpark 4.3 need its protos")
+    spark = FakeConnectSession({"t_out": _described("t_out")})
+    events_file = tmp_path / "events.jsonl"
+    config = LineageConfig(
+        spool_dir=str(tmp_path / "spool"),
+        transport={"type": "file", "log_file_path": str(events_file), "append": True},
+    )
+    redactor = Redactor(None)
+    runtime = ClientRuntime(spark, config, create_client(config, redactor), SESSION, redactor)
+    handle = start("connect-client:s-1", runtime)
+
+    def events() -> list[dict[str, Any]]:
+        assert handle.flush(30)
+        return [json_module.loads(line) for line in events_file.read_text().splitlines()]
+
+    yield runtime, spark, events
+    handle.disable(timeout=10)
+
+
+def _send(spark: FakeConnectSession, name: str) -> Any:
+    from tests.unit.test_connect_client_requests import _requests
+
+    request = _requests("spark-4.3", name)[-1]
+    return request, spark.client._execute_and_fetch_as_iterator(request)
+
+
+def test_each_action_that_writes_is_a_run_from_start_to_its_end(recorded_runtime: Any) -> None:
+    from spark_lineage.connect.client.runtime import NO_COLUMN_LINEAGE
+
+    runtime, spark, events = recorded_runtime
+    _, stream = _send(spark, "collect")
+    assert list(stream) == ["schema"]  # read-only: no run
+    _, stream = _send(spark, "insert_into")
+    assert list(stream) == ["schema"]
+    ctas, stream = _send(spark, "sql_ctas")
+    spark.effects[ctas.operation_id] = lambda: spark.tables.update(t_copy=_described("t_copy"))
+    assert next(stream) == "schema"
+    runtime.worker.flush(10)  # its START is built before the server creates the table
+    assert list(stream) == []
+    failed, stream = _send(spark, "write_path")
+    spark.failures[failed.operation_id] = RuntimeError("[PATH_NOT_FOUND] nope\n\nJVM stacktrace:\nat x")
+    with pytest.raises(RuntimeError, match="PATH_NOT_FOUND"):
+        list(stream)
+    sent = events()
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for event in sent:
+        runs.setdefault(event["job"]["name"], []).append(event)
+    assert [(name, [e["eventType"] for e in run]) for name, run in runs.items()] == [
+        ("spark_connect_server.connect_session", ["START"]),
+        ("spark_connect_server.execute_insert_into_hadoop_fs_relation_command.wh_t_out", ["START", "COMPLETE"]),
+        (
+            "spark_connect_server.execute_create_data_source_table_as_select_command.default_t_copy",
+            ["START", "COMPLETE"],
+        ),
+        ("spark_connect_server.execute_insert_into_hadoop_fs_relation_command.data_out", ["START", "FAIL"]),
+    ]
+    ctas_run = runs["spark_connect_server.execute_create_data_source_table_as_select_command.default_t_copy"]
+    assert [(d["namespace"], d["name"]) for d in ctas_run[1]["inputs"]] == [("file", "/wh/t_out")]
+    assert [(d["namespace"], d["name"]) for e in ctas_run for d in e["outputs"]] == [("file", "/wh/t_copy")] * 2
+    assert ctas_run[0]["run"]["facets"]["spark_connect"]["operationId"] == ctas.operation_id
+    assert ctas_run[1]["job"]["facets"]["sql"]["query"].startswith("CREATE TABLE t_copy")
+    errors = [e["errorMessage"] for e in ctas_run[1]["run"]["facets"]["extractionError"]["errors"]]
+    assert errors == [NO_COLUMN_LINEAGE]
+    fail = runs["spark_connect_server.execute_insert_into_hadoop_fs_relation_command.data_out"][1]
+    assert fail["run"]["facets"]["errorMessage"]["message"] == "[PATH_NOT_FOUND] nope"
+    # Each name asked once (the CTAS names t_out as default.t_out), but t_copy: before its CTAS and after it.
+    assert spark.asked == ["`t_out`", "`default`.`t_out`", "`t_copy`", "`t_copy`"]
+    for event in sent:
+        validate_event(event)
+
+
+def test_an_action_whose_end_never_comes_is_aborted_when_lineage_ends(recorded_runtime: Any) -> None:
+    runtime, spark, events = recorded_runtime
+    _, stream = _send(spark, "insert_into")
+    assert next(stream) == "schema"  # sent, and left unread
+    runtime.worker.flush(10)
+    runtime.shutdown(RunState.COMPLETE)
+    sent = [(e["job"]["name"].split(".", 1)[1], e["eventType"]) for e in events()]
+    assert sent == [
+        ("connect_session", "START"),
+        ("execute_insert_into_hadoop_fs_relation_command.wh_t_out", "START"),
+        ("execute_insert_into_hadoop_fs_relation_command.wh_t_out", "ABORT"),
+        ("connect_session", "COMPLETE"),
+    ]
+
+
+def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
+    recorded_runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_lineage.connect.client import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "RUNS_KEPT", 1)
+    runtime, spark, events = recorded_runtime
+    streams = [_send(spark, name)[1] for name in ("insert_into", "write_path")]
+    for stream in streams:
+        assert next(stream) == "schema"  # sent, and left unread
+    runtime.worker.flush(10)
+    assert [(e["job"]["name"].rsplit(".", 1)[1], e["eventType"]) for e in events()[1:]] == [
+        ("wh_t_out", "START"),
+        ("data_out", "START"),
+        ("wh_t_out", "ABORT"),
+    ]

@@ -62,6 +62,8 @@ log = logging.getLogger("spark_lineage")
 
 _CHANGES_TABLES = re.compile(r"\s*(drop|alter|replace|create\s+or\s+replace)\b", re.IGNORECASE)
 """SQL that may move the tables it names."""
+RUNS_KEPT = 10_000
+"""Actions still running that one session keeps at most; beyond, the oldest one's run ends ABORT."""
 NO_COLUMN_LINEAGE = "column lineage is not derived on the Spark Connect client: no output column of this run has any"
 """What a client's run with outputs says in its ``extractionError`` facet."""
 
@@ -329,7 +331,7 @@ class ClientRuntime:
         run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created)
         self._runs[sent.token] = run
         run.start = self._event(run, RunState.START, sent.time_ms, None)
-        self._deliver([run.start])
+        self._deliver([run.start, *self._evicted(sent.time_ms)])
 
     def _finished(self, ended: _Ended) -> None:
         run = self._runs.pop(ended.token, None)
@@ -346,6 +348,15 @@ class ClientRuntime:
             )
         state = RunState.COMPLETE if ended.error is None else RunState.FAIL
         self._deliver([self._event(run, state, ended.time_ms, ended.error)])
+
+    def _evicted(self, time_ms: int) -> list[RunEvent]:
+        """The ABORTs of the oldest open runs beyond :data:`RUNS_KEPT` (actions whose end never came: a stream
+        nobody read to its end nor closed)."""
+        ends = []
+        while len(self._runs) > RUNS_KEPT:
+            oldest = self._runs.pop(next(iter(self._runs)))
+            ends.append(self._event(oldest, RunState.ABORT, time_ms, None))
+        return ends
 
     def _abort_open_runs(self) -> None:
         """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them)."""
