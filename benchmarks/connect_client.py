@@ -8,9 +8,9 @@ A plain Spark Connect server (no lineage: ``SparkConnectServer`` from the runnin
 ``.venvs/pyspark-client``, the thin client, else this interpreter) with lineage off, or on through
 ``spark_lineage.enable()``: every event spooled on disk and sent with the file transport (as
 ``cpu_per_query.py`` measures the driver), or with ``--transport http`` over HTTP to a backend on loopback.
-A client runs ``--warmup``
-actions, then ``--actions`` measured ones, each a write of two parquet inputs joined and aggregated to a path
-(an action lineage reads from its request alone: no extra round trip). Processes alternate on, off, off, on...
+A client runs ``--warmup`` actions, then ``--actions`` measured ones, each a write of two parquet inputs joined
+and aggregated to a path (an action lineage reads from its request alone: no extra round trip). Processes take
+turns (on, off, schemas; off, schemas, on; ...).
 
 Per process: the wall time of the measured actions, and the client process's CPU (``getrusage``) from the first
 measured action until, with lineage on, every event is delivered (``handle.flush``); with lineage on, also the
@@ -18,8 +18,8 @@ CPU the caller's thread spends telling lineage of each action (the tap's queuein
 made (none for these actions). The figure against the budget (issue 26: <= 2 ms per action without extra round
 trips) is the difference of the median CPU per action, on minus off.
 
-``python.connect.resolveSchemas`` (asking the server for the schema of a node the client cannot resolve) is not
-built yet, so it has no column here.
+A third side runs with ``python.connect.resolveSchemas=true`` (the server asked for the schema each write
+writes: one round trip per write, on lineage's worker thread).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from typing import Any
 from _sidebyside import start_backend
 from _stages import measuring_stages, print_stage_table
 
+MODES = ("on", "off", "schemas")
+LABELS = {"on": "lineage on", "off": "lineage off", "schemas": "lineage on, resolveSchemas"}
 BUDGET_MS = 2.0
 """CPU per action lineage may add on the client, without extra round trips (issue 26)."""
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +72,7 @@ def client(mode: str, url: str, backend: str, workdir: Path, warmup: int, action
         return {"seconds": 0.0}
     handle = None
     queueing = [0.0]
-    if mode == "on":
+    if mode in ("on", "schemas"):
         import spark_lineage
 
         transport = (
@@ -78,7 +80,9 @@ def client(mode: str, url: str, backend: str, workdir: Path, warmup: int, action
             if backend.startswith("http")
             else {"type": "file", "log_file_path": backend, "append": True}
         )
-        handle = spark_lineage.enable(spark, transport=transport)
+        handle = spark_lineage.enable(
+            spark, transport=transport, python={"connect": {"resolveSchemas": mode == "schemas"}}
+        )
         runtime = handle._runtime
         observer_sent, observer_ended = runtime.sent, runtime.ended
 
@@ -185,7 +189,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client-python", default=None)
     parser.add_argument("--transport", choices=("file", "http"), default="file")
-    parser.add_argument("--child", choices=("on", "off", "setup"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=(*MODES, "setup"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -204,15 +208,16 @@ def main() -> None:
         f"http://127.0.0.1:{backend.server_address[1]}" if args.transport == "http" else str(directory / "events.json")
     )
     server, url = start_server(directory)
-    results: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     try:
         run_client(python, "setup", url, backend_url, directory, args)
         for index in range(args.rounds):
-            for mode in ("on", "off") if index % 2 == 0 else ("off", "on"):
+            shift = index % len(MODES)
+            for mode in MODES[shift:] + MODES[:shift]:
                 result = run_client(python, mode, url, backend_url, directory, args)
                 results[mode].append(result)
                 print(
-                    f"round {index + 1} lineage {mode:>3}: {result['seconds']:7.3f} s wall, "
+                    f"round {index + 1} {LABELS[mode]:>33}: {result['seconds']:7.3f} s wall, "
                     f"{result['cpu'] / args.actions * 1000:6.2f} ms CPU per action",
                     flush=True,
                 )
@@ -235,8 +240,10 @@ def main() -> None:
     print(f"lineage's CPU per action on the client: {added:.2f} ms (budget <= {BUDGET_MS:g}: {verdict})")
     print(f"  of which on the caller's thread (queueing the action): {queueing:.3f} ms")
     print(f"  extra round trips: {lookups} table lookups for {args.actions + args.warmup} actions")
-    ratio = wall["on"] / wall["off"]
-    print(f"wall per action, lineage off: {wall['off']:.1f} ms; on: {wall['on']:.1f} ms (ratio {ratio:.3f})")
+    schemas = per_action["schemas"] - per_action["off"]
+    print(f"with python.connect.resolveSchemas (one round trip per write): {schemas:.2f} ms per action")
+    for mode in MODES:
+        print(f"wall per action, {LABELS[mode]}: {wall[mode]:.1f} ms (ratio to off {wall[mode] / wall['off']:.3f})")
 
 
 if __name__ == "__main__":

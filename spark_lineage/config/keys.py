@@ -94,6 +94,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("python.delivery.concurrency", "delivery_concurrency", _at_least(1), 4),
     Key("python.producer", "producer", _uri, None),
     Key("python.console.everyEvent", "console_every_event", boolean, False),
+    Key("python.connect.resolveSchemas", "connect_resolve_schemas", boolean, False),
 )
 COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("columnLineage.datasetLineageEnabled", "dataset_lineage", boolean, True),

@@ -152,6 +152,9 @@ class LineageConfig:
     console_every_event: bool = False
     """``python.console.everyEvent``: the console transport prints a line for every event (START, each RUNNING),
     not only the one that ends each run."""
+    connect_resolve_schemas: bool = False
+    """``python.connect.resolveSchemas``: a Spark Connect client reporting its own actions asks the server for
+    the schema of what each write writes (one round trip per write, on lineage's worker thread)."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

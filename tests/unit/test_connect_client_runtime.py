@@ -395,9 +395,9 @@ def _described(table: str) -> list[Any]:
     ]
 
 
-@pytest.fixture()
-def recorded_runtime(tmp_path: Any) -> Iterator[tuple[Any, FakeConnectSession, Any]]:
-    """A client runtime on a fake session, events to a file; yields it, the session and the events' reader."""
+def _make_runtime(tmp_path: Any, **settings: Any) -> tuple[Any, FakeConnectSession, Any, Any]:
+    """A client runtime on a fake session, events to a file, with these ``LineageConfig`` settings: it, the
+    session, the events' reader and the handle."""
     import json as json_module
 
     from spark_lineage.config import LineageConfig
@@ -412,6 +412,7 @@ def recorded_runtime(tmp_path: Any) -> Iterator[tuple[Any, FakeConnectSession, A
     config = LineageConfig(
         spool_dir=str(tmp_path / "spool"),
         transport={"type": "file", "log_file_path": str(events_file), "append": True},
+        **settings,
     )
     redactor = Redactor(None)
     runtime = ClientRuntime(spark, config, create_client(config, redactor), SESSION, redactor)
@@ -421,6 +422,12 @@ def recorded_runtime(tmp_path: Any) -> Iterator[tuple[Any, FakeConnectSession, A
         assert handle.flush(30)
         return [json_module.loads(line) for line in events_file.read_text().splitlines()]
 
+    return runtime, spark, events, handle
+
+
+@pytest.fixture()
+def recorded_runtime(tmp_path: Any) -> Iterator[tuple[Any, FakeConnectSession, Any]]:
+    runtime, spark, events, handle = _make_runtime(tmp_path)
     yield runtime, spark, events
     handle.disable(timeout=10)
 
@@ -508,3 +515,24 @@ def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
         ("data_out", "START"),
         ("wh_t_out", "ABORT"),
     ]
+
+
+def test_with_resolve_schemas_a_write_asks_the_server_for_the_schema_it_writes(tmp_path: Any) -> None:
+    _, spark, events, handle = _make_runtime(tmp_path, connect_resolve_schemas=True)
+    written = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    asked: list[Any] = []
+
+    def schema(plan: Any) -> Any:
+        asked.append(plan.WhichOneof("op_type"))
+        return type("StructType", (), {"json": staticmethod(lambda: written)})()
+
+    spark.client.schema = schema  # type: ignore[attr-defined]
+    try:
+        _, stream = _send(spark, "write_path")
+        assert list(stream) == ["schema"]
+        complete = events()[-1]
+    finally:
+        handle.disable(timeout=10)
+    assert asked == ["root"]
+    (output,) = complete["outputs"]
+    assert output["facets"]["schema"]["fields"] == [{"name": "id", "type": "long"}]

@@ -84,6 +84,8 @@ class ClientAction:
     exchanges: bool = False
     """Whether its input needs data moved between partitions (a join, an aggregate, a distinct, a global sort,
     a set operation, a repartition, or SQL that says one of them): Spark then plans it adaptively."""
+    input: Any = field(default=None, compare=False, repr=False)
+    """The ``Relation`` proto a write writes (or a query returns), to ask the server about (its schema)."""
 
 
 def read_request(request: Any) -> ClientAction:
@@ -96,7 +98,7 @@ def read_request(request: Any) -> ClientAction:
     )
     root, command = _operation(request.plan)
     if root is not None:
-        return replace(base, kind=ActionKind.QUERY, **_input(root))
+        return replace(base, kind=ActionKind.QUERY, input=root, **_input(root))
     kind = command.WhichOneof("command_type") if command is not None else None
     if kind == "write_operation":
         write = command.write_operation
@@ -104,6 +106,7 @@ def read_request(request: Any) -> ClientAction:
             base,
             kind=ActionKind.WRITE,
             write=_write(write),
+            input=write.input,
             **_input(write.input),
         )
     if kind == "write_operation_v2":
@@ -112,6 +115,7 @@ def read_request(request: Any) -> ClientAction:
             base,
             kind=ActionKind.WRITE_V2,
             write=_write_v2(write),
+            input=write.input,
             **_input(write.input),
         )
     if kind == "sql_command":

@@ -48,9 +48,10 @@ from spark_lineage.delivery import Delivery, Held, undelivered
 from spark_lineage.errors import ConnectClientError
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import PRODUCER, SPARK_CONNECT_FACET, SparkConnectRunFacet
-from spark_lineage.lineage import DatasetLineage, QueryLineage
+from spark_lineage.handlers.base import schema_fields
+from spark_lineage.lineage import DatasetLineage, QueryLineage, SchemaField
 from spark_lineage.plan import SessionInfo
-from spark_lineage.worker import BoundedWorker, ErrorLog
+from spark_lineage.worker import BoundedWorker, ErrorLog, one_line
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
@@ -314,6 +315,10 @@ class ClientRuntime:
         outputs += self._tables(found.output_tables, errors, created=True)
         if not outputs and not found.output_tables and (self.config.filter_read_only_actions or not inputs):
             return  # an action that writes nothing (a query, a SELECT, DDL of no dataset)
+        if outputs and self.config.connect_resolve_schemas and action.input is not None:
+            schema = self._written_schema(sent.request, action.input, errors)
+            for dataset in outputs:
+                dataset.schema = schema
         if outputs or found.output_tables:
             errors.append(NO_COLUMN_LINEAGE)
         command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
@@ -410,6 +415,18 @@ class ClientRuntime:
                 return None
             rows = self.spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
         return TableDetails.from_rows([tuple(row) for row in rows])
+
+    def _written_schema(self, request: Any, relation: Any, errors: list[str]) -> list[SchemaField] | None:
+        """The schema of what a write writes, asked of the server (``python.connect.resolveSchemas``)."""
+        plan = type(request.plan)()
+        plan.root.CopyFrom(relation)
+        try:
+            with self.tap.unobserved():
+                schema = self.spark.client.schema(plan)
+        except Exception as error:  # noqa: BLE001 - the outputs then have no schema facet, and it is said
+            errors.append(f"the schema written could not be asked of the server: {one_line(error)}")
+            return None
+        return schema_fields(schema.json())
 
     def _current_database(self) -> str | None:
         with self.tap.unobserved():
