@@ -77,7 +77,10 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
                 "out": str(out),
                 "iceberg": iceberg,
                 "jdbc": jdbc,
-                "lineage": {"transport": {"type": "http", "url": receiver.url}},
+                "lineage": {
+                    "transport": {"type": "http", "url": receiver.url},
+                    "python": {"connect": {"resolveSchemas": True}},
+                },
                 "more_writes": True,
                 "failing_sql": FAILING_SQL,
             },
@@ -183,3 +186,27 @@ def test_column_lineage_it_cannot_claim_is_named_in_extraction_error(runs: Runs)
         assert all("columnLineage" not in (d.get("facets") or {}) for d in final["outputs"])
         errors = [e["errorMessage"] for e in final["run"]["facets"]["extractionError"]["errors"]]
         assert "column lineage is not derived on the Spark Connect client" in " ".join(errors), final["job"]["name"]
+
+
+def _schemas(events: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+    """Each completed write's outputs' schema fields, by job and output name (the user read as the classic
+    run's)."""
+    found = {}
+    for run in _runs(events).values():
+        final = run[-1]
+        if final["eventType"] != "COMPLETE":
+            continue
+        for output in final["outputs"]:
+            schema = (output.get("facets") or {}).get("schema")
+            if schema is not None:
+                found[(_as_classic(final["job"]["name"]), _as_classic(output["name"]))] = schema["fields"]
+    return found
+
+
+def test_with_resolve_schemas_what_a_write_writes_has_the_server_sides_schema(runs: Runs) -> None:
+    """``python.connect.resolveSchemas``: the server is asked for the schema of each DataFrame write (a SQL
+    command has none to ask for)."""
+    classic, client = _schemas(runs.classic), _schemas(runs.client)
+    assert len(client) >= 4, sorted(client)
+    for key, fields in client.items():
+        assert fields == classic[key], key
