@@ -1,7 +1,7 @@
 """Lineage for a Spark Connect client session whose server runs elsewhere, told from the client alone.
 
-:func:`enable_remote` is what :func:`spark_lineage.enable` does for such a session. It reads the session's
-confs once (one round trip): where the server already reports its sessions (openlineage-spark, or this
+:func:`spark_lineage.enable` on such a session (``spark_lineage.activation``'s ``_start_remote``) reads the
+session's confs once (one round trip): where the server already reports its sessions (openlineage-spark, or this
 library), it only sets the client's identity confs, which the server's lineage reads, and reports nothing
 itself. Otherwise a :class:`ClientRuntime` reports the session:
 
@@ -172,6 +172,7 @@ class ClientRuntime:
         """Observe the client's actions and start the session's run; raises :class:`ConnectClientError` for a
         client whose calls cannot be observed (nothing is reported then)."""
         if not self.tap.install():
+            self.worker.close(0)
             self.delivery.close(0)
             raise ConnectClientError(
                 f"its client ({type(self.spark.client).__name__}) has no {EXECUTE_METHOD}() to observe, or another "
