@@ -536,3 +536,17 @@ def test_with_resolve_schemas_a_write_asks_the_server_for_the_schema_it_writes(t
     assert asked == ["root"]
     (output,) = complete["outputs"]
     assert output["facets"]["schema"]["fields"] == [{"name": "id", "type": "long"}]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [("id", "bigint", None)],  # a temporary view: no details
+        [("# Detailed Table Information", "", ""), ("Table", "v", ""), ("Type", "VIEW", "")],
+    ],
+)
+def test_a_view_is_not_taken_for_a_table_in_the_warehouse(rows: list[Any]) -> None:
+    tables = TableDatasets(SESSION, Server({"v": rows}).describe, lambda: "default")
+    errors: list[str] = []
+    assert tables.dataset("v", errors) is None
+    assert errors == ["table v: a view, or a table the server shows no location for: not followed"]

@@ -121,7 +121,10 @@ class TableDatasets:
                 return None
             identifier = f"{database}.{table}" if database else table
             return iceberg_table_dataset(catalog, identifier, location, source="spark")
-        info = {"Database": database or "", "Table": table or name, "Location": location or ""}
+        if not location or rows.get("Type", "").upper() == "VIEW":
+            errors.append(f"table {name}: a view, or a table the server shows no location for: not followed")
+            return None
+        info = {"Database": database or "", "Table": table or name, "Location": location}
         dataset = table_dataset(CapturedNode("CatalogTable", {"info": info}), context)
         errors.extend(f"table {name}: {error}" for error in context.errors)
         return dataset
