@@ -46,13 +46,15 @@ def pipeline(spark: Any, user: str, data: str, out: str, iceberg: bool, jdbc: di
 
 def more_writes(spark: Any, user: str, out: str, iceberg: bool, jdbc: dict[str, str] | None) -> None:
     """After :func:`pipeline`: the other ways a client writes, each named by its request alone (an
-    ``insertInto``, a ``spark.sql`` DataFrame written, an Iceberg ``writeTo().append()``, a JDBC read written)."""
+    ``insertInto``, a ``spark.sql`` DataFrame written, an Iceberg ``writeTo().append()`` and ``saveAsTable``, a JDBC
+    read written)."""
     spark.table(f"{user}_people").select("id", "name").write.insertInto(f"{user}_paris")
     spark.sql(f"SELECT id, name FROM {user}_people WHERE city = 'oslo'").write.mode("overwrite").parquet(
         f"{out}/{user}/oslo"
     )
     if iceberg:
         spark.table(f"{user}_people").select("id", "name").writeTo(f"{ICEBERG_CATALOG}.db.{user}_ice").append()
+        spark.table(f"{user}_people").select("id", "city").write.saveAsTable(f"{ICEBERG_CATALOG}.db.{user}_saved")
     if jdbc is not None:
         properties = {"driver": "org.postgresql.Driver"}
         spark.read.jdbc(jdbc["url"], f"public.{user}_paris", properties=properties).write.mode("overwrite").parquet(

@@ -4,9 +4,10 @@ names what the server side names.
 The server is the tests' shared Spark session, a real Connect server from PySpark's own jars (tests/conftest.py),
 with lineage off while the client runs. The pipeline is the server-side tests' (files, a V1 table, CTAS, INSERT,
 a join, an Iceberg CTAS, a PostgreSQL table) and more (an ``insertInto``, a ``spark.sql`` DataFrame written, an
-Iceberg append, a PostgreSQL read written). The same pipeline run on that session with lineage on is the oracle:
-the server-side lineage of the same scenario (as ``spark-lineage connect-server`` reports it). The client is a
-process of its own in the ``pyspark-client`` environment (no JVM, no py4j), calling ``spark_lineage.enable()``.
+Iceberg append and ``saveAsTable``, a PostgreSQL read written). The same pipeline run on that session with
+lineage on is the oracle: the server-side lineage of the same scenario (as ``spark-lineage connect-server``
+reports it). The client is a process of its own in the ``pyspark-client`` environment (no JVM, no py4j), calling
+``spark_lineage.enable()``.
 
 Accepted differences, each asserted as it is:
 
@@ -93,7 +94,8 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
             for table in ("people", "paris"):
                 spark.sql(f"DROP TABLE IF EXISTS {user}_{table}")
             if iceberg:
-                spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.db.{user}_ice")
+                for table in ("ice", "saved"):
+                    spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.db.{user}_{table}")
     assert not oracle.invalid and not receiver.invalid, [*oracle.invalid, *receiver.invalid]
     return Runs(
         list(oracle.events), list(receiver.events), session_id, str(spark.conf.get("spark.sql.warehouse.dir")), iceberg

@@ -550,3 +550,20 @@ def test_a_view_is_not_taken_for_a_table_in_the_warehouse(rows: list[Any]) -> No
     errors: list[str] = []
     assert tables.dataset("v", errors) is None
     assert errors == ["table v: a view, or a table the server shows no location for: not followed"]
+
+
+@pytest.mark.parametrize(
+    ("method", "mode", "expected"),
+    [
+        ("saveAsTable", "error_if_exists", ("atomic_create_table_as_select", "db.t")),
+        ("saveAsTable", "overwrite", ("atomic_replace_table_as_select", "db.t")),
+        ("saveAsTable", "append", ("append_data", "ice.db.t")),
+        ("insertInto", None, ("append_data", "ice.db.t")),
+        ("insertInto", "overwrite", ("overwrite_by_expression", "ice.db.t")),
+    ],
+)
+def test_a_dataframe_write_to_a_v2_catalogs_table_is_named_as_its_v2_command(
+    method: str, mode: str | None, expected: tuple[str, str]
+) -> None:
+    action = ClientAction(ActionKind.WRITE, write=WriteTarget(table="ice.db.t", method=method, mode=mode))
+    assert action_command(action, [], ["ice.db.t"]) == expected

@@ -58,6 +58,9 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
         source = (write.format or "").lower()
         if source == "jdbc":
             return SAVE_INTO_DATA_SOURCE, (write.options.get("dbtable") or "").strip()
+        if write.table and _catalog_of(write.table) is not None:
+            command = _v2_write(write.method, write.mode)
+            return command, _v2_suffix(command, write.table)
         if write.method == "saveAsTable" and write.table:
             return CREATE_TABLE_AS_SELECT, _table_suffix(first, write.table)
         if source in _FILE_SOURCES or write.method == "insertInto":
@@ -76,6 +79,13 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
         if _SQL_INSERT.match(text):
             return INSERT_FILES, _path_suffix(first)
     return f"{action.kind.value}_command", _path_suffix(first)
+
+
+def _v2_write(method: str, mode: str | None) -> str:
+    """The command a ``saveAsTable`` or ``insertInto`` runs on a table of a V2 catalog (Iceberg's), by mode."""
+    if method == "insertInto":
+        return V2_COMMANDS["overwrite" if mode == "overwrite" else "append"]
+    return V2_COMMANDS[{"overwrite": "replace", "append": "append"}.get(mode or "", "create")]
 
 
 def _catalog_of(table: str) -> str | None:
