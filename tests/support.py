@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jsonschema
 from referencing import Registry, Resource
@@ -504,14 +504,19 @@ def client_python() -> str:
     if grpc is not None and grpc.origin is not None:
         return sys.executable
     import pyspark
-    import pytest
 
     from tests.jars import spark_line
 
     beside = Path(sys.prefix).parent / f"connect-client-{spark_line(pyspark.__version__)}" / "bin" / "python"
     if beside.is_file():
         return str(beside)
-    reason = f"no Spark Connect client for pyspark {pyspark.__version__}: none at {beside}, nor ${CLIENT_ENV}"
+    _no_client(f"no Spark Connect client for pyspark {pyspark.__version__}: none at {beside}, nor ${CLIENT_ENV}")
+
+
+def _no_client(reason: str) -> NoReturn:
+    """Fail where CI requires the client environments ($SPARK_LINEAGE_REQUIRE_CONNECT_CLIENT=1), else skip."""
+    import pytest
+
     if os.environ.get(REQUIRE_CLIENT_ENV) == "1":
         pytest.fail(f"{reason} ({REQUIRE_CLIENT_ENV}=1)")
     pytest.skip(reason)
@@ -525,12 +530,7 @@ spark-lineage: scripts/test makes it."""
 def thin_client_python() -> str:
     """An interpreter with ``pyspark-client`` alone (the Connect client a user who cannot touch the server
     installs) and this project: ``.venvs/pyspark-client``, beside the line's own virtual environment."""
-    import pytest
-
     beside = Path(sys.prefix).parent / THIN_CLIENT_VENV / "bin" / "python"
     if beside.is_file():
         return str(beside)
-    reason = f"no pyspark-client environment at {beside} (scripts/test makes it)"
-    if os.environ.get(REQUIRE_CLIENT_ENV) == "1":
-        pytest.fail(f"{reason} ({REQUIRE_CLIENT_ENV}=1)")
-    pytest.skip(reason)
+    _no_client(f"no pyspark-client environment at {beside} (scripts/test makes it)")

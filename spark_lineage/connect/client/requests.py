@@ -12,7 +12,7 @@ a password never leaves the request.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -100,24 +100,10 @@ def read_request(request: Any) -> ClientAction:
     if root is not None:
         return replace(base, kind=ActionKind.QUERY, input=root, **_input(root))
     kind = command.WhichOneof("command_type") if command is not None else None
-    if kind == "write_operation":
-        write = command.write_operation
-        return replace(
-            base,
-            kind=ActionKind.WRITE,
-            write=_write(write),
-            input=write.input,
-            **_input(write.input),
-        )
-    if kind == "write_operation_v2":
-        write = command.write_operation_v2
-        return replace(
-            base,
-            kind=ActionKind.WRITE_V2,
-            write=_write_v2(write),
-            input=write.input,
-            **_input(write.input),
-        )
+    if kind in _WRITES:
+        write = getattr(command, kind)
+        action_kind, target = _WRITES[kind]
+        return replace(base, kind=action_kind, write=target(write), input=write.input, **_input(write.input))
     if kind == "sql_command":
         sql = command.sql_command
         texts: tuple[str, ...] = (str(sql.sql),) if str(getattr(sql, "sql", "")) else ()  # 3.5: the text itself
@@ -125,6 +111,11 @@ def read_request(request: Any) -> ClientAction:
             texts += _input(sql.input)["sql"]
         return replace(base, kind=ActionKind.SQL, sql=texts, exchanges=any(map(_sql_exchanges, texts)))
     return base
+
+
+_WRITES: dict[str, tuple[ActionKind, Callable[[Any], WriteTarget]]] = {}
+"""The write commands, by their field in ``Command``: the action's kind and how its target is read (filled in
+below, once the readers are defined)."""
 
 
 def _operation(plan: Any) -> tuple[Any, Any]:
@@ -296,6 +287,12 @@ def _write_v2(write: Any) -> WriteTarget:
         mode=_mode(_enum_name(write, "mode"), "MODE_"),
         options=_naming_options(write.options),
     )
+
+
+_WRITES.update(
+    write_operation=(ActionKind.WRITE, _write),
+    write_operation_v2=(ActionKind.WRITE_V2, _write_v2),
+)
 
 
 def _naming_options(options: Mapping[str, str]) -> dict[str, str]:

@@ -83,6 +83,13 @@ class _Ended:
     error: str | None
 
 
+@dataclass(frozen=True)
+class _Ending:
+    """Lineage ends: the runs of actions still running end ABORT, on the worker (which owns them)."""
+
+    time_ms: int
+
+
 @dataclass
 class _ActionRun:
     """A reported action whose end is still to come."""
@@ -155,7 +162,7 @@ class ClientRuntime:
         self.active = False
         self.tap = ClientTap(spark.client, self, self.errors.report)
         self.tables = TableDatasets(session, self._describe, self._current_database)
-        self.worker: BoundedWorker[_Sent | _Ended] = BoundedWorker(
+        self.worker: BoundedWorker[_Sent | _Ended | _Ending] = BoundedWorker(
             "spark_lineage-connect-client", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
         )
         self.delivery = Delivery.configured(config, client, self.errors, redactor, held=held)
@@ -236,8 +243,8 @@ class ClientRuntime:
             )
             if ending_first:
                 self.delivery.submit(ending)
+            self.worker.submit(_Ending(int(time.time() * 1000)))
             analyzed = self.worker.close(deadline.seconds())
-            self._abort_open_runs()
             if not ending_first:
                 self.delivery.submit(ending)
             delivered = self.delivery.close(deadline.seconds())
@@ -294,11 +301,13 @@ class ClientRuntime:
 
     # --- the worker ----------------------------------------------------------------------------------------
 
-    def _analyze(self, item: _Sent | _Ended) -> None:
+    def _analyze(self, item: _Sent | _Ended | _Ending) -> None:
         if isinstance(item, _Sent):
             self._started(item)
-        else:
+        elif isinstance(item, _Ended):
             self._finished(item)
+        else:
+            self._abort_open_runs(item.time_ms)
 
     def _started(self, sent: _Sent) -> None:
         with costs.stage(Stage.ANALYSIS):
@@ -364,11 +373,10 @@ class ClientRuntime:
             ends.append(self._event(oldest, RunState.ABORT, time_ms, None))
         return ends
 
-    def _abort_open_runs(self) -> None:
+    def _abort_open_runs(self, time_ms: int) -> None:
         """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them)."""
-        now = int(time.time() * 1000)
         runs, self._runs = list(self._runs.values()), {}
-        self._deliver([self._event(run, RunState.ABORT, now, None) for run in runs])
+        self._deliver([self._event(run, RunState.ABORT, time_ms, None) for run in runs])
 
     def _event(self, run: _ActionRun, state: RunState, time_ms: int, error: str | None) -> RunEvent:
         with costs.stage(Stage.EVENTS):
@@ -406,6 +414,9 @@ class ClientRuntime:
     def _dropped(self, item: object, why: str) -> None:
         if isinstance(item, _Sent):
             self.delivery.spool.lost("(a Spark Connect action)", f"not analyzed: {why}")
+        elif isinstance(item, _Ending):  # the runs still open then get no end: each is counted
+            for run in list(self._runs.values()):
+                self.delivery.spool.lost(run.job_name, f"its end was not reported: {why}")
 
     # --- asking the server (the worker's thread; not observed) ------------------------------------------------
 
