@@ -104,7 +104,9 @@ def test_events_wait_in_the_spool_while_the_broker_is_down_and_replay_delivers_t
             "properties": {"bootstrap.servers": f"127.0.0.1:{port}"},
             "timeoutInMillis": 5000,
         },
-        python={"spool": {"dir": str(spool)}, "shutdownTimeoutSeconds": 2},
+        # The deadline bounds the write's analysis too (a slow machine took over 2 s); a broker that refuses is
+        # not waited for, so a long one costs nothing here.
+        python={"spool": {"dir": str(spool)}, "shutdownTimeoutSeconds": 60},
     )
     output = tmp_path / "written"
     spark.range(3).write.parquet(str(output))
