@@ -26,6 +26,8 @@ the event says what could not be read):
   acknowledge it in time (the event stays spooled);
 - :class:`CannotRebuildError`: ``spark-lineage replay`` cannot make a kept destination's transport again;
 - :class:`ConnectClientError`: a Spark Connect client whose actions cannot be observed;
+- :class:`UnclaimedColumnError`: a column whose lineage a Spark Connect client cannot derive from its request
+  (the run's ``extractionError`` facet names it);
 - :class:`BudgetExceededError`, :class:`NeedsPythonError`: a plan too large for column lineage's budget; a
   value the JVM-side probes left to Python.
 """
@@ -115,6 +117,11 @@ class CannotRebuildError(LineageError):
 
 class BudgetExceededError(LineageError, RuntimeError):
     """The plan is too large to analyze within the configured budget."""
+
+
+class UnclaimedColumnError(LineageError):
+    """A column whose lineage the Spark Connect client cannot derive honestly from its request; the message
+    says why (it goes into the run's ``extractionError`` facet, never to the user's code)."""
 
 
 class NeedsPythonError(LineageError):

@@ -60,6 +60,41 @@ def more_writes(spark: Any, user: str, out: str, iceberg: bool, jdbc: dict[str, 
         spark.read.jdbc(jdbc["url"], f"public.{user}_paris", properties=properties).write.mode("overwrite").parquet(
             f"{out}/{user}/from_postgres"
         )
+    column_writes(spark, user, out)
+
+
+def column_writes(spark: Any, user: str, out: str) -> None:
+    """Writes whose column lineage a client derives from the plan it sends: grouping and aggregates, new columns,
+    conditions, a sort, joins by alias and by DataFrame, hashes and casts, SQL expressions, a union; and a window
+    function, which it does not follow."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F  # noqa: N812 - as PySpark writes it
+
+    people = spark.table(f"{user}_people")
+    paris = spark.table(f"{user}_paris")
+
+    def write(frame: Any, name: str) -> None:
+        frame.write.mode("overwrite").parquet(f"{out}/{user}/{name}")
+
+    write(people.groupBy("city").agg(F.count("id").alias("n"), F.max("name").alias("last")), "grouped")
+    write(
+        people.filter(F.col("city") == "paris")
+        .withColumn("up", F.upper("name"))
+        .withColumn("k", F.when(F.col("id") > 1, F.col("name")).otherwise(F.lit("x")))
+        .orderBy("id"),
+        "derived",
+    )
+    write(
+        people.alias("a")
+        .join(people.alias("b"), F.col("a.id") == F.col("b.id"), "left")
+        .select(F.col("a.id"), F.col("b.city").alias("c2"), F.concat("a.name", "b.name").alias("nn")),
+        "self_joined",
+    )
+    write(people.join(paris, people["id"] == paris["id"]).select(people["city"], paris["name"].alias("pn")), "by_frame")
+    write(people.select(F.sha2("name", 256).alias("h"), F.col("id").cast("int").alias("i")).distinct(), "hashed")
+    write(people.filter("city = 'oslo'").selectExpr("id", "upper(name) AS u"), "expressed")
+    write(people.union(people), "unioned")
+    write(people.select("id", F.row_number().over(Window.orderBy("name")).alias("rank")), "ranked")
 
 
 def write_people(data: str) -> None:

@@ -5,6 +5,7 @@ lineage."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,10 +27,11 @@ from spark_lineage.lineage import DatasetLineage
 from spark_lineage.naming import DatasetIdentifier, TableName
 from spark_lineage.plan import SessionInfo
 from tests.support import validate_event
-from tests.unit.test_connect_client_requests import VERSIONS, _action
+from tests.unit.test_connect_client_requests import DATA, VERSIONS, _action
 
 DESCRIBED = [
     ("id", "bigint", None),
+    ("bucket", "bigint", None),
     ("", "", ""),
     ("# Detailed Table Information", "", ""),
     ("Catalog", "spark_catalog", ""),
@@ -291,13 +293,13 @@ def test_an_actions_later_events_are_made_from_its_start_as_openlineage_python_w
     from openlineage.client.serde import Serde
 
     from spark_lineage.config import LineageConfig
-    from spark_lineage.connect.client.runtime import NO_COLUMN_LINEAGE
     from spark_lineage.events import EventBuilder, new_run_id
     from spark_lineage.lineage import QueryLineage
 
     builder = EventBuilder(LineageConfig(), SESSION, new_run_id(1_000))
+    unclaimed = "column lineage: columns without lineage (rank): a window function is not followed on the client"
     lineage = QueryLineage(
-        inputs=[DatasetLineage(DatasetIdentifier("file", "/d/src"))], outputs=[TABLE_OUT], errors=[NO_COLUMN_LINEAGE]
+        inputs=[DatasetLineage(DatasetIdentifier("file", "/d/src"))], outputs=[TABLE_OUT], errors=[unclaimed]
     )
     run_id, sql = new_run_id(2_000), "INSERT INTO t_out SELECT * FROM parquet.`/d/src`"
     start = builder.action_event(RunState.START, 2_000, run_id, "app.job", lineage, sql=sql)
@@ -440,8 +442,6 @@ def _send(spark: FakeConnectSession, name: str) -> Any:
 
 
 def test_each_action_that_writes_is_a_run_from_start_to_its_end(recorded_runtime: Any) -> None:
-    from spark_lineage.connect.client.runtime import NO_COLUMN_LINEAGE
-
     runtime, spark, events = recorded_runtime
     _, stream = _send(spark, "collect")
     assert list(stream) == ["schema"]  # read-only: no run
@@ -474,8 +474,17 @@ def test_each_action_that_writes_is_a_run_from_start_to_its_end(recorded_runtime
     assert [(d["namespace"], d["name"]) for e in ctas_run for d in e["outputs"]] == [("file", "/wh/t_copy")] * 2
     assert ctas_run[0]["run"]["facets"]["spark_connect"]["operationId"] == ctas.operation_id
     assert ctas_run[1]["job"]["facets"]["sql"]["query"].startswith("CREATE TABLE t_copy")
-    errors = [e["errorMessage"] for e in ctas_run[1]["run"]["facets"]["extractionError"]["errors"]]
-    assert errors == [NO_COLUMN_LINEAGE]
+    # Its columns come from t_out's, which the server's catalog described.
+    fields = ctas_run[1]["outputs"][0]["facets"]["columnLineage"]["fields"]
+    assert {
+        name: [(f["name"], f["field"], f["transformations"]) for f in v["inputFields"]] for name, v in fields.items()
+    } == {
+        column: [
+            ("/wh/t_out", column, [{"type": "DIRECT", "subtype": "IDENTITY", "description": "", "masking": False}])
+        ]
+        for column in ("id", "bucket")
+    }
+    assert "extractionError" not in ctas_run[1]["run"]["facets"]
     fail = runs["spark_connect_server.execute_insert_into_hadoop_fs_relation_command.data_out"][1]
     assert fail["run"]["facets"]["errorMessage"]["message"] == "[PATH_NOT_FOUND] nope"
     # Each name asked once (the CTAS names t_out as default.t_out), but t_copy: before its CTAS and after it.
@@ -518,24 +527,44 @@ def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
 
 
 def test_with_resolve_schemas_a_write_asks_the_server_for_the_schema_it_writes(tmp_path: Any) -> None:
+    """``python.connect.resolveSchemas``: the server says what a write writes (its outputs' schema) and what
+    each file it reads holds (once per read), so its column lineage is whole."""
     _, spark, events, handle = _make_runtime(tmp_path, connect_resolve_schemas=True)
-    written = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
-    asked: list[Any] = []
+    fields = {
+        "read": [("id", "bigint"), ("b", "bigint")],
+        "with_columns_renamed": [("id", "bigint"), ("bucket", "bigint")],
+    }
+    asked: list[str] = []
 
     def schema(plan: Any) -> Any:
-        asked.append(plan.WhichOneof("op_type"))
-        return type("StructType", (), {"json": staticmethod(lambda: written)})()
+        kind = plan.root.WhichOneof("rel_type")
+        asked.append(kind)
+        struct = [
+            type("Field", (), {"name": name, "dataType": type("Type", (), {"simpleString": lambda self, t=t: t})()})()
+            for name, t in fields[kind]
+        ]
+        json_fields = [{"name": name, "type": "long", "nullable": True, "metadata": {}} for name, _ in fields[kind]]
+        document = json.dumps({"type": "struct", "fields": json_fields})
+        return type("StructType", (), {"json": staticmethod(lambda: document), "fields": struct})()
 
     spark.client.schema = schema  # type: ignore[attr-defined]
     try:
-        _, stream = _send(spark, "write_path")
-        assert list(stream) == ["schema"]
+        for _ in range(2):
+            _, stream = _send(spark, "write_path")
+            assert list(stream) == ["schema"]
         complete = events()[-1]
     finally:
         handle.disable(timeout=10)
-    assert asked == ["root"]
+    assert asked == ["with_columns_renamed", "read", "with_columns_renamed"]  # the read's schema is kept
     (output,) = complete["outputs"]
-    assert output["facets"]["schema"]["fields"] == [{"name": "id", "type": "long"}]
+    assert output["facets"]["schema"]["fields"] == [{"name": "id", "type": "long"}, {"name": "bucket", "type": "long"}]
+    lineage = output["facets"]["columnLineage"]
+    assert {name: [(f["name"], f["field"]) for f in v["inputFields"]] for name, v in lineage["fields"].items()} == {
+        "id": [(f"{DATA}/src", "id")],
+        "bucket": [(f"{DATA}/src", "b")],
+    }
+    assert [(d["field"], d["transformations"][0]["subtype"]) for d in lineage["dataset"]] == [("id", "FILTER")]
+    assert "extractionError" not in complete["run"]["facets"]
 
 
 @pytest.mark.parametrize(

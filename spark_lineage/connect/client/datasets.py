@@ -54,6 +54,14 @@ def action_datasets(action: ClientAction) -> ActionDatasets:
     return found
 
 
+def read_datasets(read: ReadSource) -> list[DatasetIdentifier]:
+    """The datasets one read of a data source names (none for a table, a source with no name)."""
+    found = ActionDatasets()
+    if read.table is None:
+        _read(read, found)
+    return list(dict.fromkeys(found.inputs))
+
+
 def _read(read: ReadSource, found: ActionDatasets) -> None:
     if read.table is not None:
         found.input_tables.append(read.table)

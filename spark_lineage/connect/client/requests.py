@@ -52,6 +52,8 @@ class ReadSource:
     """A ``named_table``'s identifier as the user wrote it (``db.t``, ``cat.db.t``)."""
     options: Mapping[str, str] = field(default_factory=dict)
     """The naming options (:data:`NAMING_OPTIONS`), keys in lower case."""
+    schema: str | None = None
+    """The schema the user gave the read (``.schema(...)``: DDL, or a ``StructType``'s JSON), if any."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def read_request(request: Any) -> ClientAction:
     if kind == "sql_command":
         sql = command.sql_command
         texts: tuple[str, ...] = (str(sql.sql),) if str(getattr(sql, "sql", "")) else ()  # 3.5: the text itself
-        if _has(sql, "input"):  # 4.x: a relation holding the SQL
+        if has_field(sql, "input"):  # 4.x: a relation holding the SQL
             texts += _input(sql.input)["sql"]
         return replace(base, kind=ActionKind.SQL, sql=texts, exchanges=any(map(_sql_exchanges, texts)))
     return base
@@ -132,7 +134,7 @@ def _operation(plan: Any) -> tuple[Any, Any]:
     data = _unzstd(bytes(compressed.data))
     if data is None:
         return None, None
-    relation = _enum_name(compressed, "op_type").endswith("RELATION")
+    relation = enum_name(compressed, "op_type").endswith("RELATION")
     message = type(plan.root)() if relation else type(plan.command)()
     message.ParseFromString(data)
     return (message, None) if relation else (None, message)
@@ -207,7 +209,7 @@ def _input(relation: Any) -> dict[str, Any]:
     for message in messages(relation):
         name = message.DESCRIPTOR.full_name
         if name == READ:
-            reads.append(_read(message))
+            reads.append(read_source(message))
         elif name == SQL:
             texts.append(str(message.query))
             exchanges = exchanges or _sql_exchanges(texts[-1])
@@ -216,15 +218,16 @@ def _input(relation: Any) -> dict[str, Any]:
     return {"reads": tuple(reads), "sql": tuple(texts), "exchanges": exchanges}
 
 
-def _read(read: Any) -> ReadSource:
+def read_source(read: Any) -> ReadSource:
     if read.WhichOneof("read_type") == "named_table":
         table = read.named_table
         return ReadSource(table=str(table.unparsed_identifier), options=_naming_options(table.options))
     source = read.data_source
     return ReadSource(
-        format=str(source.format) if _has(source, "format") else None,
+        format=str(source.format) if has_field(source, "format") else None,
         paths=tuple(str(path) for path in source.paths),
         options=_naming_options(source.options),
+        schema=str(source.schema) if has_field(source, "schema") and str(source.schema) else None,
     )
 
 
@@ -234,17 +237,17 @@ EXCHANGING_RELATIONS = frozenset(
         "Join",
         "Aggregate",
         "Deduplicate",
-        "SetOperation",
         "RepartitionByExpression",
         "AsOfJoin",
         "LateralJoin",
+        "Expression.Window",
     )
 )
-"""The relations whose plans move data between partitions (with :data:`SORT` when global, and a shuffling
-``Repartition``)."""
-SORT, REPARTITION = "spark.connect.Sort", "spark.connect.Repartition"
+"""The relations (and the window expression) whose plans move data between partitions (with :data:`SORT` when
+global, a shuffling ``Repartition``, and a set operation other than ``UNION ALL``)."""
+SORT, REPARTITION, SET_OPERATION = "spark.connect.Sort", "spark.connect.Repartition", "spark.connect.SetOperation"
 _SQL_EXCHANGING = re.compile(
-    r"\b(join|group\s+by|distinct|order\s+by|sort\s+by|cluster\s+by|distribute\s+by|union|intersect|except|"
+    r"\b(join|group\s+by|distinct|order\s+by|sort\s+by|cluster\s+by|distribute\s+by|union(?!\s+all\b)|intersect|except|"
     r"minus|over)\b",
     re.IGNORECASE,
 )
@@ -255,6 +258,8 @@ def _exchanging(message: Any, name: str) -> bool:
         return True
     if name == SORT:
         return bool(getattr(message, "is_global", True))
+    if name == SET_OPERATION:
+        return not (enum_name(message, "set_op_type").endswith("UNION") and message.is_all)
     return name == REPARTITION and bool(getattr(message, "shuffle", False))
 
 
@@ -268,23 +273,23 @@ def _write(write: Any) -> WriteTarget:
     method, table = "save", None
     if save_type == "table":
         table = str(write.table.table_name)
-        method = "insertInto" if _enum_name(write.table, "save_method").endswith("INSERT_INTO") else "saveAsTable"
+        method = "insertInto" if enum_name(write.table, "save_method").endswith("INSERT_INTO") else "saveAsTable"
     return WriteTarget(
-        format=str(write.source) if _has(write, "source") else None,
+        format=str(write.source) if has_field(write, "source") else None,
         path=str(write.path) if save_type == "path" else options.get("path"),
         table=table,
         method=method,
-        mode=_mode(_enum_name(write, "mode"), "SAVE_MODE_"),
+        mode=_mode(enum_name(write, "mode"), "SAVE_MODE_"),
         options=options,
     )
 
 
 def _write_v2(write: Any) -> WriteTarget:
     return WriteTarget(
-        format=str(write.provider) if _has(write, "provider") else None,
+        format=str(write.provider) if has_field(write, "provider") else None,
         table=str(write.table_name),
         method="writeTo",
-        mode=_mode(_enum_name(write, "mode"), "MODE_"),
+        mode=_mode(enum_name(write, "mode"), "MODE_"),
         options=_naming_options(write.options),
     )
 
@@ -299,7 +304,7 @@ def _naming_options(options: Mapping[str, str]) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in options.items() if str(key).lower() in NAMING_OPTIONS}
 
 
-def _enum_name(message: Any, field_name: str) -> str:
+def enum_name(message: Any, field_name: str) -> str:
     descriptor = message.DESCRIPTOR.fields_by_name[field_name]
     value = descriptor.enum_type.values_by_number.get(getattr(message, field_name))
     return value.name if value is not None else ""
@@ -310,7 +315,7 @@ def _mode(name: str, prefix: str) -> str | None:
     return None if mode in ("", "unspecified") else mode
 
 
-def _has(message: Any, field_name: str) -> bool:
+def has_field(message: Any, field_name: str) -> bool:
     """Whether an optional field (or a message field) is set; ``False`` for a field this proto lacks."""
     if field_name not in message.DESCRIPTOR.fields_by_name:
         return False

@@ -16,8 +16,9 @@ itself. Otherwise a :class:`ClientRuntime` reports the session:
 
 The user's thread only queues (:mod:`~spark_lineage.connect.client.tap`); reading requests, asking for tables,
 building events and spooling them happen on one worker thread; delivery is the same as a driver's (spool,
-redaction, transports). Nothing of this raises into the client's calls. Column lineage is not derived on the
-client yet: each run with outputs says so in its ``extractionError`` facet.
+redaction, transports). Nothing of this raises into the client's calls. Column lineage is derived from the
+request (:mod:`~spark_lineage.connect.client.columns`); each column it does not claim is named in the run's
+``extractionError`` facet.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ from openlineage.client.event_v2 import RunEvent, RunState
 
 from spark_lineage import costs, naming
 from spark_lineage.config import CONF_PREFIX, LineageConfig
-from spark_lineage.connect.client.datasets import action_datasets
+from spark_lineage.connect.client.columns import dataframe_columns, merged, sql_columns
+from spark_lineage.connect.client.datasets import action_datasets, read_datasets
+from spark_lineage.connect.client.frames import LeafColumns
 from spark_lineage.connect.client.jobs import action_command
-from spark_lineage.connect.client.requests import ActionKind, ClientAction, read_request
-from spark_lineage.connect.client.tables import TableDatasets, TableDetails, quoted
+from spark_lineage.connect.client.requests import ActionKind, ClientAction, ReadSource, read_request
+from spark_lineage.connect.client.sql import declared_columns
+from spark_lineage.connect.client.tables import TABLES_KEPT, TableDatasets, TableDetails, qualifiers, quoted
 from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
 from spark_lineage.connect.identity import CLIENT_KEYS
 from spark_lineage.connect.sessions import session_run_job_name
@@ -49,7 +53,7 @@ from spark_lineage.errors import ConnectClientError
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import PRODUCER, SPARK_CONNECT_FACET, SparkConnectRunFacet
 from spark_lineage.handlers.base import schema_fields
-from spark_lineage.lineage import DatasetLineage, QueryLineage, SchemaField
+from spark_lineage.lineage import ColumnLineage, DatasetLineage, QueryLineage, SchemaField
 from spark_lineage.plan import SessionInfo
 from spark_lineage.worker import BoundedWorker, ErrorLog, one_line
 
@@ -65,8 +69,6 @@ _CHANGES_TABLES = re.compile(r"\s*(drop|alter|replace|create\s+or\s+replace)\b",
 """SQL that may move the tables it names."""
 RUNS_KEPT = 10_000
 """Actions still running that one session keeps at most; beyond, the oldest one's run ends ABORT."""
-NO_COLUMN_LINEAGE = "column lineage is not derived on the Spark Connect client: no output column of this run has any"
-"""What a client's run with outputs says in its ``extractionError`` facet."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ class _ActionRun:
     created_tables: list[str] = field(default_factory=list)
     """Output tables that did not exist when the action was sent (placed where the catalog would put them):
     asked again at its end."""
+    column_lineage: ColumnLineage | None = None
+    """What its outputs' columns come from, as derived when it was sent."""
     start: RunEvent | None = None
     """The run's START, which its later events are made from."""
 
@@ -169,6 +173,9 @@ class ClientRuntime:
         self._adaptive = session.conf.get("spark.sql.adaptive.enabled", "true").strip().lower() != "false"
         self._tokens = itertools.count(1)
         self._runs: dict[int, _ActionRun] = {}
+        self._read_schemas: dict[bytes, tuple[tuple[str, str | None], ...] | None] = {}
+        self._plan_class: Any = None
+        """The class of an ``ExecutePlanRequest``'s ``Plan`` (the client's own protos), from its first request."""
         self._shutdown_lock = threading.Lock()
         self._ended = threading.Event()
         self._original_stop: Any = None
@@ -310,6 +317,8 @@ class ClientRuntime:
             self._abort_open_runs(item.time_ms)
 
     def _started(self, sent: _Sent) -> None:
+        if self._plan_class is None:
+            self._plan_class = type(sent.request.plan)
         with costs.stage(Stage.ANALYSIS):
             action = read_request(sent.request)
             if action.kind == ActionKind.OTHER:
@@ -325,12 +334,17 @@ class ClientRuntime:
         outputs += self._tables(found.output_tables, errors, created=True)
         if not outputs and not found.output_tables and (self.config.filter_read_only_actions or not inputs):
             return  # an action that writes nothing (a query, a SELECT, DDL of no dataset)
+        schema = None
         if outputs and self.config.connect_resolve_schemas and action.input is not None:
             schema = self._written_schema(sent.request, action.input, errors)
             for dataset in outputs:
                 dataset.schema = schema
-        if outputs or found.output_tables:
-            errors.append(NO_COLUMN_LINEAGE)
+        column_lineage = None
+        if outputs and self.config.column_lineage is not None:
+            with costs.stage(Stage.COLUMN_LINEAGE):
+                column_lineage = self._column_lineage(action, found.output_tables, schema, errors)
+            for dataset in outputs:
+                dataset.column_lineage = column_lineage
         command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
         lineage = QueryLineage(inputs=inputs, outputs=outputs, job_suffix=suffix or None, errors=errors)
         name = self._job_name(command, suffix)
@@ -343,7 +357,7 @@ class ClientRuntime:
             producer=PRODUCER,
         )
         created = [table for table in found.output_tables if not self.tables.known(table)]
-        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created)
+        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created, column_lineage)
         self._runs[sent.token] = run
         run.start = self._event(run, RunState.START, sent.time_ms, None)
         self._deliver([run.start, *self._evicted(sent.time_ms)])
@@ -358,6 +372,8 @@ class ClientRuntime:
             found = action_datasets(run.action)
             outputs = [DatasetLineage(identifier) for identifier in found.outputs]
             outputs += self._tables(found.output_tables, errors, created=True)
+            for dataset in outputs:
+                dataset.column_lineage = run.column_lineage
             run.lineage = QueryLineage(
                 inputs=run.lineage.inputs, outputs=outputs, job_suffix=run.lineage.job_suffix, errors=errors
             )
@@ -418,6 +434,53 @@ class ClientRuntime:
             for run in list(self._runs.values()):
                 self.delivery.spool.lost(run.job_name, f"its end was not reported: {why}")
 
+    def _column_lineage(
+        self, action: ClientAction, tables: Sequence[str], schema: Sequence[SchemaField] | None, errors: list[str]
+    ) -> ColumnLineage | None:
+        """What the columns an action writes come from, as far as the client can tell; what it cannot is said in
+        ``errors``."""
+        config = self.config.column_lineage
+        assert config is not None
+        target = self.tables.columns(tables[0]) if len(tables) == 1 and _appends(action) else None
+        if action.kind == ActionKind.SQL:
+            if not action.sql:
+                return None
+            claimed = sql_columns(action.sql[0], self._leaf, target=target, schema_size_limit=config.schema_size_limit)
+        elif action.input is not None:
+            claimed = dataframe_columns(
+                action.input,
+                self._leaf,
+                names=[column.name for column in schema] if schema else None,
+                target=target,
+                positional=action.write is not None and action.write.method == "insertInto",
+                schema_size_limit=config.schema_size_limit,
+            )
+        else:
+            return None
+        errors.extend(f"column lineage: {message}" for message in claimed.unclaimed)
+        if not claimed.fields:
+            return None
+        if config.dataset_lineage:
+            return ColumnLineage(claimed.fields, claimed.dataset)
+        return ColumnLineage(merged(claimed))
+
+    def _leaf(self, read: ReadSource, message: Any) -> LeafColumns:
+        """What a read of an action's input stands for: a table's dataset and columns (from the server's
+        catalog, asked once), or a data source's datasets and the columns it declares (or, with
+        ``python.connect.resolveSchemas``, the server says)."""
+        if read.table is not None:
+            dataset = self.tables.dataset(read.table, [])
+            if dataset is None:
+                return LeafColumns((), unclaimed=f"table {read.table} is not followed (its error says why)")
+            return LeafColumns((dataset.identifier,), self.tables.columns(read.table), qualifiers(read.table))
+        identifiers = read_datasets(read)
+        if not identifiers:
+            return LeafColumns((), unclaimed="a source this library has no name for")
+        columns = declared_columns(read.schema) if read.schema else None
+        if columns is None and self.config.connect_resolve_schemas and message is not None:
+            columns = self._read_schema(message)
+        return LeafColumns(tuple(identifiers), columns)
+
     # --- asking the server (the worker's thread; not observed) ------------------------------------------------
 
     def _describe(self, name: str) -> TableDetails | None:
@@ -440,6 +503,26 @@ class ClientRuntime:
             return None
         return schema_fields(schema.json())
 
+    def _read_schema(self, read: Any) -> tuple[tuple[str, str | None], ...] | None:
+        """The columns a read reads, asked of the server once per read (``python.connect.resolveSchemas``)."""
+        key = read.SerializeToString()
+        if key in self._read_schemas:
+            return self._read_schemas[key]
+        plan = self._plan_class()
+        plan.root.read.CopyFrom(read)
+        try:
+            with self.tap.unobserved():
+                schema = self.spark.client.schema(plan)
+            columns: tuple[tuple[str, str | None], ...] | None = tuple(
+                (str(f.name), str(f.dataType.simpleString())) for f in schema.fields
+            )
+        except Exception:  # noqa: BLE001 - the read stays open: its columns are taken by name
+            columns = None
+        if len(self._read_schemas) >= TABLES_KEPT:
+            self._read_schemas.pop(next(iter(self._read_schemas)))
+        self._read_schemas[key] = columns
+        return columns
+
     def _current_database(self) -> str | None:
         with self.tap.unobserved():
             return str(self.spark.catalog.currentDatabase())
@@ -454,6 +537,19 @@ class ClientRuntime:
             derivedOnClient=True,
             producer=PRODUCER,
         )
+
+
+def _appends(action: ClientAction) -> bool:
+    """Whether an action writes into a table that keeps its columns (the server then casts what it writes to
+    them): an ``insertInto``, an append, a SQL ``INSERT``."""
+    if action.kind == ActionKind.SQL:
+        return True
+    write = action.write
+    if write is None:
+        return False
+    if write.method == "insertInto":
+        return True
+    return write.mode in ("append", "overwrite_partitions") or (write.method == "writeTo" and write.mode == "overwrite")
 
 
 def server_message(error: BaseException) -> str:

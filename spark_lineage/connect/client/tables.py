@@ -32,24 +32,32 @@ TABLES_KEPT = 10_000
 @dataclass(frozen=True)
 class TableDetails:
     """What ``DESCRIBE TABLE EXTENDED`` says of a table: its ``Catalog``, ``Database``, ``Table``, ``Location``,
-    ``Provider``..."""
+    ``Provider``..., and its columns."""
 
     rows: Mapping[str, str]
+    columns: tuple[tuple[str, str], ...] = ()
+    """Each column's name and Spark type (``int``, ``string``), in order."""
 
     @classmethod
     def from_rows(cls, rows: Sequence[Sequence[str | None]]) -> TableDetails:
-        """The details section of ``DESCRIBE TABLE EXTENDED``'s rows (``col_name``, ``data_type``, ...)."""
+        """The columns (the rows before the first blank or ``#`` one) and the details section of ``DESCRIBE
+        TABLE EXTENDED``'s rows (``col_name``, ``data_type``, ...)."""
         details: dict[str, str] = {}
-        seen = False
+        columns: list[tuple[str, str]] = []
+        in_columns, seen = True, False
         for row in rows:
             name, value = str(row[0] or "").strip(), str(row[1] or "").strip()
+            if in_columns and name and not name.startswith("#"):
+                columns.append((name, value))
+                continue
+            in_columns = False
             if name == DETAILS_HEADER:
                 seen = True
             elif seen and name.startswith("#"):
                 break
             elif seen and name:
                 details[name] = value
-        return cls(details)
+        return cls(details, tuple(columns))
 
 
 Describe = Callable[[str], "TableDetails | None"]
@@ -82,6 +90,12 @@ class TableDatasets:
             errors.append(f"table {name}: the server does not know it")
             return None
         return self._named(name, details, errors)
+
+    def columns(self, name: str) -> tuple[tuple[str, str], ...] | None:
+        """Table ``name``'s columns (name, type), if the server said where it is; ``None`` otherwise."""
+        with self._lock:
+            known = self._known.get(name)
+        return known.columns if known is not None and known.columns else None
 
     def known(self, name: str) -> bool:
         """Whether the server said where table ``name`` is (it existed when asked)."""
@@ -163,6 +177,11 @@ def quoted(name: str) -> str:
     if "`" in name:
         return name
     return ".".join(f"`{part}`" for part in name.split("."))
+
+
+def qualifiers(name: str) -> frozenset[str]:
+    """The names a column of table ``name`` may be qualified by in a query (its table name)."""
+    return frozenset({_parts(name)[-1].lower()})
 
 
 def _parts(name: str) -> list[str]:
