@@ -139,7 +139,7 @@ def _session_to_enable(spark: Any) -> _Target:
         if getattr(spark, "_jsparkSession", None) is None:
             raise TypeError(f"spark_lineage.enable() needs a pyspark SparkSession, got {type(spark).__name__}")
         return _Target(spark)
-    if connect_local.is_stopped(spark):
+    if connect_local.is_stopped(spark) and connect_local.server_session(spark) is not None:
         raise StoppedSessionError(
             "spark_lineage.enable() was given a Spark Connect session that is stopped; enable lineage on a "
             "running session (SparkSession.builder.getOrCreate() makes a new one)"
@@ -173,6 +173,9 @@ def _start_remote(spark: Any, overrides: dict[str, Any]) -> SparkLineageHandle:
     from spark_lineage.process import PROCESS
 
     off = "spark_lineage: lineage stays off for this Spark Connect session"
+    if connect_local.is_stopped(spark):
+        log.warning("%s: it is stopped (SparkSession.builder.getOrCreate() makes a running one)", off)
+        return session_module.SparkLineageHandle(None)
     with _starting:
         try:
             key = client_runtime.session_key(spark)

@@ -384,18 +384,22 @@ class EventBuilder:
         error: str | None = None,
         run_facets: Mapping[str, Any] | None = None,
         start: RunEvent | None = None,
+        outputs_of_start: bool = False,
     ) -> RunEvent:
         """One event of a query run under the application run whose events are built as it goes (its end is
         not known at its start): a Spark Connect client's action, seen from the client. ``start``: the run's
         START, when this is a later event of it (made from it as :meth:`_same_run` makes one: its job and inputs
-        are the START's)."""
+        are the START's, and with ``outputs_of_start`` its outputs too, ``lineage``'s being those)."""
         facets = {**self._child_run_facets(lineage, None), **(run_facets or {})}
         if state == RunState.START:
             facets["spark_applicationDetails"] = self._application_details()
         if error is not None:
             facets["errorMessage"] = error_facet(error, None, "JAVA")
         if start is not None:
-            outputs = [self._output(d, None) for d in lineage.outputs]
+            if outputs_of_start:
+                outputs = list(start.outputs or [])
+            else:
+                outputs = [self._output(d, None) for d in lineage.outputs]
             return self._same_run(start, state, epoch_ms, facets, outputs)
         job_facets: dict[str, Any] = {"jobType": self._job_type("SQL_JOB", "BATCH")}
         if sql:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_lineage import costs
 from spark_lineage.costs import Stage
+from spark_lineage.delivery.encoding import EventEncoder
 from spark_lineage.delivery.enrichment import Enricher, prepare
 from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payloads
@@ -204,9 +205,10 @@ class Delivery:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""
         self.submit_all((event,))
 
-    def submit_all(self, events: Sequence[Event]) -> None:
+    def submit_all(self, events: Sequence[Event], encoder: EventEncoder | None = None) -> None:
         """Spool ``events`` in order, in one transaction (a query's events: its START, RUNNING and end), and let
-        the sender know once. An event that cannot be built is counted lost by its job, and the others go on.
+        the sender know once; ``encoder``: one that encoded earlier events of the same run, whose parts these
+        share (converted once). An event that cannot be built is counted lost by its job, and the others go on.
         Never raises."""
         if not self.enabled or not events:
             return
@@ -223,7 +225,7 @@ class Delivery:
         # Encoded once all are prepared (enrichment changes events in place), with one encoder: the parts the
         # events share are converted once.
         payloads = to_payloads(
-            prepared, self.redactor, self.producer, lambda event, error: self._lost([_job_name(event)], error)
+            prepared, self.redactor, self.producer, lambda event, error: self._lost([_job_name(event)], error), encoder
         )
         if not payloads:
             return

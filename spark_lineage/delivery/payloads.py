@@ -73,11 +73,13 @@ def to_payloads(
     redactor: Redactor | None,
     producer: str | None,
     lost: Callable[[Event, Exception], None],
+    encoder: EventEncoder | None = None,
 ) -> list[Payload]:
-    """Events built together (a query's), each as :func:`to_payload` makes it, with one encoder: the JSON of all,
-    then the redaction of all (each stage entered once, not once an event: entering one reads the thread's CPU
-    clock twice). An event that cannot be made is given to ``lost``, and the others go on."""
-    encoder = EventEncoder()
+    """Events built together (a query's), each as :func:`to_payload` makes it, with one encoder (``encoder``: one
+    that encoded earlier events of the same run, whose parts these share): the JSON of all, then the redaction
+    of all (each stage entered once, not once an event: entering one reads the thread's CPU clock twice). An
+    event that cannot be made is given to ``lost``, and the others go on."""
+    encoder = encoder if encoder is not None else EventEncoder()
     texts: list[tuple[Event, str]] = []
     with costs.stage(Stage.JSON):
         for event in events:

@@ -141,10 +141,24 @@ def test_enable_on_a_session_served_elsewhere_that_cannot_be_asked_returns_a_dis
     )
 
 
-def test_enable_on_a_stopped_connect_session_raises(in_process: Any) -> None:
-    in_process(None)
+def test_enable_on_a_stopped_connect_session_of_this_processs_server_raises(in_process: Any) -> None:
+    """As on a classic session whose SparkContext is stopped: the server is this process's own."""
+    in_process(FakeServer(FakeService(15002)))
     with pytest.raises(activation.StoppedSessionError, match="a Spark Connect session that is stopped"):
         activation.enable_session(connect_session("localhost:15002", stopped=True), {})
+
+
+def test_enable_on_a_stopped_connect_session_of_a_server_elsewhere_says_so_and_never_raises(
+    in_process: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    in_process(None)
+    with caplog.at_level(logging.WARNING, logger="spark_lineage"):
+        handle = activation.enable_session(connect_session("spark.example.com:443", stopped=True), {})
+    assert not handle.enabled
+    assert [record.getMessage() for record in caplog.records] == [
+        "spark_lineage: lineage stays off for this Spark Connect session: it is stopped "
+        "(SparkSession.builder.getOrCreate() makes a running one)"
+    ]
 
 
 def test_enable_on_something_else_raises_a_type_error() -> None:

@@ -49,6 +49,7 @@ from spark_lineage.connect.sessions import session_run_job_name
 from spark_lineage.costs import Stage
 from spark_lineage.deadline import Deadline
 from spark_lineage.delivery import Delivery, Held, undelivered
+from spark_lineage.delivery.encoding import EventEncoder
 from spark_lineage.errors import ConnectClientError
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import PRODUCER, SPARK_CONNECT_FACET, SparkConnectRunFacet
@@ -108,6 +109,10 @@ class _ActionRun:
     """What its outputs' columns come from, as derived when it was sent."""
     start: RunEvent | None = None
     """The run's START, which its later events are made from."""
+    outputs_changed: bool = False
+    """Whether its outputs were named again at its end (a table it created), or are the START's."""
+    encoder: EventEncoder = field(default_factory=EventEncoder)
+    """Encodes its events: the parts its end shares with its START are converted once."""
 
 
 def session_conf(spark: Any) -> dict[str, str]:
@@ -360,7 +365,8 @@ class ClientRuntime:
         run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created, column_lineage)
         self._runs[sent.token] = run
         run.start = self._event(run, RunState.START, sent.time_ms, None)
-        self._deliver([run.start, *self._evicted(sent.time_ms)])
+        self._deliver([run.start], run.encoder)
+        self._deliver(self._evicted(sent.time_ms))
 
     def _finished(self, ended: _Ended) -> None:
         run = self._runs.pop(ended.token, None)
@@ -377,8 +383,9 @@ class ClientRuntime:
             run.lineage = QueryLineage(
                 inputs=run.lineage.inputs, outputs=outputs, job_suffix=run.lineage.job_suffix, errors=errors
             )
+            run.outputs_changed = True
         state = RunState.COMPLETE if ended.error is None else RunState.FAIL
-        self._deliver([self._event(run, state, ended.time_ms, ended.error)])
+        self._deliver([self._event(run, state, ended.time_ms, ended.error)], run.encoder)
 
     def _evicted(self, time_ms: int) -> list[RunEvent]:
         """The ABORTs of the oldest open runs beyond :data:`RUNS_KEPT` (actions whose end never came: a stream
@@ -409,6 +416,7 @@ class ClientRuntime:
             error=error,
             run_facets={SPARK_CONNECT_FACET: run.facet},
             start=run.start,
+            outputs_of_start=not run.outputs_changed,
         )
 
     def _job_name(self, command: str, suffix: str) -> str:
@@ -421,11 +429,12 @@ class ClientRuntime:
         datasets = (self.tables.dataset(name, errors, created=created) for name in names)
         return [dataset for dataset in datasets if dataset is not None]
 
-    def _deliver(self, events: Sequence[RunEvent]) -> None:
+    def _deliver(self, events: Sequence[RunEvent], encoder: EventEncoder | None = None) -> None:
         from spark_lineage.process import PROCESS
 
-        PROCESS.finished(events)
-        self.delivery.submit_all(events)
+        if events:
+            PROCESS.finished(events)
+            self.delivery.submit_all(events, encoder)
 
     def _dropped(self, item: object, why: str) -> None:
         if isinstance(item, _Sent):
