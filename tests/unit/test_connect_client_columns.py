@@ -12,7 +12,8 @@ import pytest
 from spark_lineage.connect.client.columns import ClientColumns, dataframe_columns, sql_columns
 from spark_lineage.connect.client.frames import LeafColumns
 from spark_lineage.connect.client.requests import ReadSource, read_request
-from spark_lineage.connect.client.sql import declared_columns, statement, tokens
+from spark_lineage.connect.client.sql import declared_columns, written_query
+from spark_lineage.connect.client.statements import tokens
 from spark_lineage.naming import DatasetIdentifier
 from tests.unit.test_connect_client_requests import DATA, VERSIONS, _requests
 
@@ -164,8 +165,8 @@ def test_tokens_skip_strings_comments_and_quotes() -> None:
         ("word", "FROM"),
         ("word", "t"),
     ]
-    assert statement("INSERT OVERWRITE TABLE db.t SELECT 1").positional
-    assert statement("INSERT INTO t BY NAME SELECT 1").positional is False
+    assert written_query("INSERT OVERWRITE TABLE db.t SELECT 1").positional
+    assert written_query("INSERT INTO t BY NAME SELECT 1").positional is False
 
 
 def test_declared_schemas_are_read_from_ddl_and_json() -> None:

@@ -117,9 +117,9 @@ def test_without_adaptive_planning_a_shuffling_write_is_named_after_its_command(
     ],
 )
 def test_sql_is_named_by_its_statement_and_its_table_s_catalog(sql: str, expected: tuple[str, str]) -> None:
-    from spark_lineage.connect.client.requests import _sql_exchanges
+    from spark_lineage.connect.client.statements import exchanges
 
-    action = ClientAction(ActionKind.SQL, sql=(sql,), exchanges=_sql_exchanges(sql))
+    action = ClientAction(ActionKind.SQL, sql=(sql,), exchanges=exchanges(sql))
     table = sql.split()[2] if sql.startswith("CREATE TABLE") else "ice.db.t"
     assert action_command(action, [TABLE_OUT], [table]) == expected
 

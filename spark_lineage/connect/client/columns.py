@@ -126,7 +126,7 @@ def sql_columns(
     """The column lineage of a SQL command that writes (``INSERT … SELECT``, ``CREATE TABLE … AS SELECT``);
     ``target``: the columns of the table it inserts into, when it exists."""
     walk = Walk(leaves)
-    statement = sql_text.statement(text)
+    statement = sql_text.written_query(text)
     if statement.query is None:
         return ClientColumns(unclaimed=[f"no column lineage is derived on the client for {statement.unfollowed}"])
     query = statement.query

@@ -17,12 +17,16 @@ from typing import Any
 
 from spark_lineage import naming
 from spark_lineage.connect.client.requests import ClientAction, ReadSource, WriteTarget
+from spark_lineage.connect.client.statements import StatementKind, classify
 from spark_lineage.extras import install_hint
 from spark_lineage.naming import DatasetIdentifier
 from spark_lineage.naming.kafka import kafka_dataset, option_topics
 
 FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "xml", "delta"})
 """Formats whose datasets are the paths they read or write."""
+FILE_WRITES = FILE_FORMATS - {"delta", "binaryfile"}
+"""The formats of :data:`FILE_FORMATS` Spark writes with its own file command (Delta has a command of its own;
+``binaryFile`` is read only)."""
 
 
 @dataclass
@@ -138,14 +142,14 @@ def _sql(sql: str, found: ActionDatasets) -> None:
     found.unnamed.extend(f"SQL: {error.message}" for error in meta.errors)
 
 
-_CREATE = re.compile(r"\s*(?:create|replace)\b", re.IGNORECASE)
 _USING = re.compile(r"\busing\s+[`\w.]+", re.IGNORECASE)
 
 
 def _without_using(sql: str) -> str:
     """``CREATE TABLE … USING <format> …`` without its ``USING`` clause, which openlineage-sql's Spark dialect
     does not know (it reads every other clause of Spark's ``CREATE TABLE``); other statements as they are."""
-    return _USING.sub("", sql, count=1) if _CREATE.match(sql) else sql
+    creates = classify(sql).kind in (StatementKind.CREATE, StatementKind.CREATE_AS_SELECT)
+    return _USING.sub("", sql, count=1) if creates else sql
 
 
 def _sql_table(table: Any, datasets: list[DatasetIdentifier], tables: list[str]) -> None:

@@ -10,10 +10,10 @@ install's get one job identity; an action no rule knows is named after its kind 
 
 from __future__ import annotations
 
-import re
-
 from spark_lineage import naming
+from spark_lineage.connect.client.datasets import FILE_WRITES
 from spark_lineage.connect.client.requests import ActionKind, ClientAction
+from spark_lineage.connect.client.statements import StatementKind, classify
 from spark_lineage.lineage import DatasetLineage
 
 INSERT_FILES = "execute_insert_into_hadoop_fs_relation_command"
@@ -29,10 +29,6 @@ V2_COMMANDS = {
     "overwrite_partitions": "overwrite_partitions_dynamic",
 }
 """``writeTo(...)``'s modes, and the command each runs on an Iceberg (V2) table."""
-_SQL_REPLACE = re.compile(r"\s*(create\s+or\s+replace|replace)\s", re.IGNORECASE)
-_SQL_INSERT = re.compile(r"\s*insert\s", re.IGNORECASE)
-_SQL_CTAS = re.compile(r"\s*(create|replace)\s.*\sas\s+(select|with|from|\()", re.IGNORECASE | re.DOTALL)
-_FILE_SOURCES = frozenset({"parquet", "csv", "json", "orc", "text", "avro", ""})
 
 
 ADAPTIVE_PLAN = "adaptive_spark_plan"
@@ -63,20 +59,20 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
             return command, _v2_suffix(command, write.table)
         if write.method == "saveAsTable" and write.table:
             return CREATE_TABLE_AS_SELECT, _table_suffix(first, write.table)
-        if source in _FILE_SOURCES or write.method == "insertInto":
+        if not source or source in FILE_WRITES or write.method == "insertInto":
             return INSERT_FILES, _path_suffix(first)
     if write is not None and action.kind == ActionKind.WRITE_V2:
         command = V2_COMMANDS.get(write.mode or "", V2_COMMANDS["append"])
         return command, _v2_suffix(command, write.table or "")
     if action.kind == ActionKind.SQL and action.sql:
-        text = action.sql[0]
-        if _SQL_CTAS.match(text) and output_tables:
+        statement = classify(action.sql[0])
+        if statement.kind is StatementKind.CREATE_AS_SELECT and output_tables:
             table = output_tables[0]
             if _catalog_of(table) is None:
                 return CREATE_TABLE_AS_SELECT, _table_suffix(first, table)
-            command = V2_COMMANDS["replace" if _SQL_REPLACE.match(text) else "create"]
+            command = V2_COMMANDS["replace" if statement.replaces else "create"]
             return command, _v2_suffix(command, table)
-        if _SQL_INSERT.match(text):
+        if statement.kind is StatementKind.INSERT:
             return INSERT_FILES, _path_suffix(first)
     return f"{action.kind.value}_command", _path_suffix(first)
 

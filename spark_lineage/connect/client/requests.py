@@ -11,11 +11,12 @@ a password never leaves the request.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
+
+from spark_lineage.connect.client.statements import exchanges as sql_exchanges
 
 READ = "spark.connect.Read"
 SQL = "spark.connect.SQL"
@@ -111,7 +112,7 @@ def read_request(request: Any) -> ClientAction:
         texts: tuple[str, ...] = (str(sql.sql),) if str(getattr(sql, "sql", "")) else ()  # 3.5: the text itself
         if has_field(sql, "input"):  # 4.x: a relation holding the SQL
             texts += _input(sql.input)["sql"]
-        return replace(base, kind=ActionKind.SQL, sql=texts, exchanges=any(map(_sql_exchanges, texts)))
+        return replace(base, kind=ActionKind.SQL, sql=texts, exchanges=any(map(sql_exchanges, texts)))
     return base
 
 
@@ -212,7 +213,7 @@ def _input(relation: Any) -> dict[str, Any]:
             reads.append(read_source(message))
         elif name == SQL:
             texts.append(str(message.query))
-            exchanges = exchanges or _sql_exchanges(texts[-1])
+            exchanges = exchanges or sql_exchanges(texts[-1])
         elif not exchanges:
             exchanges = _exchanging(message, name)
     return {"reads": tuple(reads), "sql": tuple(texts), "exchanges": exchanges}
@@ -246,11 +247,6 @@ EXCHANGING_RELATIONS = frozenset(
 """The relations (and the window expression) whose plans move data between partitions (with :data:`SORT` when
 global, a shuffling ``Repartition``, and a set operation other than ``UNION ALL``)."""
 SORT, REPARTITION, SET_OPERATION = "spark.connect.Sort", "spark.connect.Repartition", "spark.connect.SetOperation"
-_SQL_EXCHANGING = re.compile(
-    r"\b(join|group\s+by|distinct|order\s+by|sort\s+by|cluster\s+by|distribute\s+by|union(?!\s+all\b)|intersect|except|"
-    r"minus|over)\b",
-    re.IGNORECASE,
-)
 
 
 def _exchanging(message: Any, name: str) -> bool:
@@ -261,10 +257,6 @@ def _exchanging(message: Any, name: str) -> bool:
     if name == SET_OPERATION:
         return not (enum_name(message, "set_op_type").endswith("UNION") and message.is_all)
     return name == REPARTITION and bool(getattr(message, "shuffle", False))
-
-
-def _sql_exchanges(sql: str) -> bool:
-    return _SQL_EXCHANGING.search(sql) is not None
 
 
 def _write(write: Any) -> WriteTarget:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +41,7 @@ from spark_lineage.connect.client.frames import LeafColumns
 from spark_lineage.connect.client.jobs import action_command
 from spark_lineage.connect.client.requests import ActionKind, ClientAction, ReadSource, read_request
 from spark_lineage.connect.client.sql import declared_columns
+from spark_lineage.connect.client.statements import classify
 from spark_lineage.connect.client.tables import TABLES_KEPT, TableDatasets, TableDetails, qualifiers, quoted
 from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
 from spark_lineage.connect.identity import CLIENT_KEYS
@@ -66,8 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spark_lineage")
 
-_CHANGES_TABLES = re.compile(r"\s*(drop|alter|replace|create\s+or\s+replace)\b", re.IGNORECASE)
-"""SQL that may move the tables it names."""
 RUNS_KEPT = 10_000
 """Actions still running that one session keeps at most; beyond, the oldest one's run ends ABORT."""
 
@@ -329,7 +327,7 @@ class ClientRuntime:
             if action.kind == ActionKind.OTHER:
                 return
             found = action_datasets(action)
-        if any(_CHANGES_TABLES.match(text) for text in action.sql if action.kind == ActionKind.SQL):
+        if action.kind == ActionKind.SQL and any(classify(text).moves_tables for text in action.sql):
             for table in (*found.input_tables, *found.output_tables):
                 self.tables.forget(table)  # dropped, renamed or replaced: where it is now is asked again
         errors = list(found.unnamed)

@@ -18,10 +18,8 @@ columns are resolved in the frames of :mod:`~spark_lineage.connect.client.frames
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 from spark_lineage.columns.transformations import (
     FILTER,
@@ -47,52 +45,10 @@ from spark_lineage.connect.client.frames import (
     spark_type,
 )
 from spark_lineage.connect.client.requests import ReadSource
+from spark_lineage.connect.client.statements import StatementKind, Token, TokenKind, classify, tokens
 from spark_lineage.errors import UnclaimedColumnError
 from spark_lineage.lineage import Transformation
 
-
-class TokenKind(Enum):
-    WORD = "word"
-    QUOTED = "quoted"
-    """A name in backticks (its text without them)."""
-    STRING = "string"
-    NUMBER = "number"
-    SYMBOL = "symbol"
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: TokenKind
-    text: str
-
-    @property
-    def word(self) -> str:
-        """A bare word in lower case (a keyword's spelling); empty for anything else."""
-        return self.text.lower() if self.kind is TokenKind.WORD else ""
-
-    @property
-    def is_name(self) -> bool:
-        return self.kind is TokenKind.QUOTED or (self.kind is TokenKind.WORD and self.word not in KEYWORDS)
-
-
-_SCANNED = re.compile(
-    r"""(?P<space>\s+|--[^\n]*|/\*.*?\*/)
-    |(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-    |(?P<quoted>`(?:[^`]|``)*`)
-    |(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[a-zA-Z]*)
-    |(?P<word>[A-Za-z_][A-Za-z_0-9]*)
-    |(?P<symbol>->|<=>|<=|>=|!=|<>|==|\|\||::|.)""",
-    re.VERBOSE | re.DOTALL,
-)
-KEYWORDS = frozenset(
-    {
-        "all", "and", "as", "asc", "between", "by", "case", "collate", "desc", "distinct", "div", "else", "end",
-        "escape", "exists", "false", "first", "from", "group", "having", "ilike", "in", "interval", "is", "last",
-        "like", "limit", "not", "null", "nulls", "or", "order", "regexp", "rlike", "select", "then", "true",
-        "when", "where",
-    }
-)  # fmt: skip
-"""Words that are no column's name where they stand (``first``/``last`` followed by ``(`` are functions)."""
 UNFOLLOWED_CLAUSES = frozenset(
     {
         "join", "inner", "left", "right", "full", "cross", "natural", "semi", "anti", "union", "intersect",
@@ -105,29 +61,12 @@ _CLAUSES = frozenset({"from", "where", "group", "order", "limit"}) | UNFOLLOWED_
 _UNTYPED = {"case": "a CASE expression", "over": "a window function", "interval": "an interval", "select": "a subquery"}
 
 
-def tokens(text: str) -> list[Token]:
-    """SQL text as tokens, without spaces and comments."""
-    found = []
-    for match in _SCANNED.finditer(text):
-        kind = match.lastgroup
-        value = match.group()
-        if kind == "space":
-            continue
-        if kind == "quoted":
-            found.append(Token(TokenKind.QUOTED, value[1:-1].replace("``", "`")))
-        else:
-            found.append(Token(TokenKind(kind), value))
-    while found and found[-1].text == ";":
-        found.pop()
-    return found
-
-
 # --- statements --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Statement:
-    """What a SQL command writes from: its query, and how its columns meet the table's."""
+class WrittenQuery:
+    """What a SQL command writes: its query, and how its columns meet the table's."""
 
     query: list[Token] | None
     """The query whose rows are written; ``None`` when the statement is not followed (see ``unfollowed``)."""
@@ -138,51 +77,36 @@ class Statement:
     """The query's columns fill the table's by position (``INSERT``), not by name."""
 
 
-def statement(text: str) -> Statement:
+def written_query(text: str) -> WrittenQuery:
     """The query a SQL command writes, as far as this module follows it."""
     found = tokens(text)
-    first = found[0].word if found else ""
-    if first == "insert":
+    classified = classify(found)
+    if classified.kind is StatementKind.INSERT:
         return _insert(found)
-    if first in ("create", "replace"):
-        return _created(found)
-    if first in ("select", "with", "from"):
-        return Statement(found)
-    return Statement(None, f"a {first.upper() or 'blank'} statement")
+    if classified.query_at is not None:
+        return WrittenQuery(found[classified.query_at :])
+    if classified.kind is StatementKind.CREATE:
+        return WrittenQuery(None, "a CREATE that writes no query's rows (a view, a table without AS SELECT)")
+    first = found[0].word if found else ""
+    return WrittenQuery(None, f"a {first.upper() or 'blank'} statement")
 
 
-def _insert(found: list[Token]) -> Statement:
+def _insert(found: list[Token]) -> WrittenQuery:
     words = [token.word for token in found[:4]]
     if "directory" in words or "local" in words:
-        return Statement(None, "an INSERT OVERWRITE DIRECTORY")
+        return WrittenQuery(None, "an INSERT OVERWRITE DIRECTORY")
     at = 2 + (words[2:3] == ["table"])
     at = _after_name(found, at)
     if at < len(found) and found[at].word == "partition":
-        return Statement(None, "an INSERT with a PARTITION clause")
+        return WrittenQuery(None, "an INSERT with a PARTITION clause")
     if at + 1 < len(found) and found[at].word == "by" and found[at + 1].word == "name":
-        return Statement(found[at + 2 :])
+        return WrittenQuery(found[at + 2 :])
     columns: list[str] = []
     if at < len(found) and found[at].text == "(" and at + 1 < len(found) and found[at + 1].word != "select":
         close = _closing(found, at)
         columns = [token.text for token in found[at + 1 : close] if token.is_name]
         at = close + 1
-    return Statement(found[at:], columns=columns, positional=True)
-
-
-def _created(found: list[Token]) -> Statement:
-    depth = 0
-    for at, token in enumerate(found):
-        depth += (token.text == "(") - (token.text == ")")
-        if depth == 0 and token.word == "view":
-            return Statement(None, "a view")
-        if (
-            depth == 0
-            and token.word == "as"
-            and at + 1 < len(found)
-            and found[at + 1].word in ("select", "with", "from")
-        ):
-            return Statement(found[at + 1 :])
-    return Statement(None, "a CREATE without AS SELECT")
+    return WrittenQuery(found[at:], columns=columns, positional=True)
 
 
 def _after_name(found: list[Token], at: int) -> int:
