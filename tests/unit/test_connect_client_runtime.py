@@ -508,6 +508,24 @@ def test_an_action_whose_end_never_comes_is_aborted_when_lineage_ends(recorded_r
     ]
 
 
+def test_an_action_whose_end_lineages_queue_dropped_is_aborted_saying_so(recorded_runtime: Any) -> None:
+    """The worker's queue refused the action's end (full): the run is not left open nor ended silently; it ends
+    ABORT with the session, and its errorMessage says why."""
+    from spark_lineage.connect.client.runtime import _Ended
+
+    runtime, spark, events = recorded_runtime
+    _, stream = _send(spark, "insert_into")
+    assert next(stream) == "schema"
+    runtime.worker.flush(10)
+    (token,) = runtime._runs
+    runtime._dropped(_Ended(token, 0, None), "lineage's queue was full (python.queueSize=1)")  # the worker's on_drop
+    runtime.shutdown(RunState.COMPLETE)
+    abort = [e for e in events() if e["eventType"] == "ABORT"]
+    assert [e["run"]["facets"]["errorMessage"]["message"] for e in abort] == [
+        "the action's end was not reported: lineage's queue was full (python.queueSize=1)"
+    ]
+
+
 def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
     recorded_runtime: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -176,6 +176,8 @@ class ClientRuntime:
         self._adaptive = session.conf.get("spark.sql.adaptive.enabled", "true").strip().lower() != "false"
         self._tokens = itertools.count(1)
         self._runs: dict[int, _ActionRun] = {}
+        self._unreported_ends: dict[int, str] = {}
+        """Actions whose end lineage's queue had no room for, and why (their runs end ABORT with the session)."""
         self._read_schemas: dict[bytes, tuple[tuple[str, str | None], ...] | None] = {}
         self._plan_class: Any = None
         """The class of an ``ExecutePlanRequest``'s ``Plan`` (the client's own protos), from its first request."""
@@ -395,9 +397,15 @@ class ClientRuntime:
         return ends
 
     def _abort_open_runs(self, time_ms: int) -> None:
-        """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them)."""
-        runs, self._runs = list(self._runs.values()), {}
-        self._deliver([self._event(run, RunState.ABORT, time_ms, None) for run in runs])
+        """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them); one
+        whose end was dropped (lineage's queue was full) says so in its ``errorMessage``."""
+        runs, self._runs = dict(self._runs), {}
+        ends = []
+        for token, run in runs.items():
+            why = self._unreported_ends.pop(token, None)
+            error = f"the action's end was not reported: {why}" if why is not None else None
+            ends.append(self._event(run, RunState.ABORT, time_ms, error))
+        self._deliver(ends)
 
     def _event(self, run: _ActionRun, state: RunState, time_ms: int, error: str | None) -> RunEvent:
         with costs.stage(Stage.EVENTS):
@@ -440,6 +448,8 @@ class ClientRuntime:
         elif isinstance(item, _Ending):  # the runs still open then get no end: each is counted
             for run in list(self._runs.values()):
                 self.delivery.spool.lost(run.job_name, f"its end was not reported: {why}")
+        elif isinstance(item, _Ended):  # its run ends ABORT with the session's, saying why
+            self._unreported_ends[item.token] = why
 
     def _column_lineage(
         self, action: ClientAction, tables: Sequence[str], schema: Sequence[SchemaField] | None, errors: list[str]
