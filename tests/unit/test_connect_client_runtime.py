@@ -526,6 +526,29 @@ def test_an_action_whose_end_lineages_queue_dropped_is_aborted_saying_so(recorde
     ]
 
 
+def test_column_lineage_that_fails_costs_the_run_nothing_but_its_column_lineage(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_lineage.connect.client import runtime as runtime_module
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a plan no rule foresaw")
+
+    monkeypatch.setattr(runtime_module, "dataframe_columns", failing)
+    _, spark, events, handle = _make_runtime(tmp_path)
+    try:
+        _, stream = _send(spark, "write_path")
+        assert list(stream) == ["schema"]
+        complete = events()[-1]
+    finally:
+        handle.disable(timeout=10)
+    assert complete["eventType"] == "COMPLETE" and [d["name"] for d in complete["outputs"]] == [f"{DATA}/out"]
+    assert [e["errorMessage"] for e in complete["run"]["facets"]["extractionError"]["errors"]] == [
+        "column lineage failed (RuntimeError: a plan no rule foresaw); the datasets are reported without it"
+    ]
+    validate_event(complete)
+
+
 def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
     recorded_runtime: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

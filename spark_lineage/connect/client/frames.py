@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from spark_lineage.columns.graph import ColumnGraph
@@ -337,7 +337,6 @@ class Unknown(Frame):
     """A relation the client cannot follow: every column of it is unclaimed, for ``reason``."""
 
     reason: str
-    plan_ids: list[int] = field(default_factory=list)
 
     def find(self, parts: Sequence[str]) -> int | None:
         raise UnclaimedColumnError(self.reason)

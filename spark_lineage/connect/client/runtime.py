@@ -347,7 +347,10 @@ class ClientRuntime:
         column_lineage = None
         if outputs and self.config.column_lineage is not None:
             with costs.stage(Stage.COLUMN_LINEAGE):
-                column_lineage = self._column_lineage(action, found.output_tables, schema, errors)
+                try:
+                    column_lineage = self._column_lineage(action, found.output_tables, schema, errors)
+                except Exception as error:  # noqa: BLE001 - a plan no rule foresaw must not cost the run its datasets
+                    errors.append(f"column lineage failed ({one_line(error)}); the datasets are reported without it")
             for dataset in outputs:
                 dataset.column_lineage = column_lineage
         command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)

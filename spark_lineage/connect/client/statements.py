@@ -8,6 +8,7 @@ The scanner skips what SQL skips (strings, quoted names, comments), so a keyword
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,7 +62,13 @@ _SCANNED = re.compile(
 
 
 def tokens(text: str) -> list[Token]:
-    """SQL text as tokens, without spaces, comments and the ``;`` that ends it."""
+    """SQL text as tokens, without spaces, comments and the ``;`` that ends it (scanned once: an action's SQL is
+    classified, named and analyzed by several modules)."""
+    return list(_scanned(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _scanned(text: str) -> tuple[Token, ...]:
     found = []
     for match in _SCANNED.finditer(text):
         kind = match.lastgroup
@@ -74,7 +81,7 @@ def tokens(text: str) -> list[Token]:
             found.append(Token(TokenKind(kind or "symbol"), value))
     while found and found[-1].text == ";":
         found.pop()
-    return found
+    return tuple(found)
 
 
 class StatementKind(Enum):
