@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,6 +162,7 @@ def test_each_run_is_start_then_complete_under_the_clients_session_run(runs: Run
     connect = session[0]["run"]["facets"]["spark_connect"]
     assert (connect["sessionId"], connect["userId"], connect["derivedOnClient"]) == (runs.session_id, USER, True)
     assert connect["userAgent"].startswith("_SPARK_CONNECT_PYTHON spark/")
+    operations = []
     for run in _runs(runs.client).values():
         assert [e["eventType"] for e in run] in (["START", "COMPLETE"], ["START", "FAIL"])
         assert len({e["run"]["runId"] for e in run}) == 1
@@ -168,7 +170,11 @@ def test_each_run_is_start_then_complete_under_the_clients_session_run(runs: Run
             assert event["run"]["facets"]["parent"]["run"]["runId"] == session_run
             facet = event["run"]["facets"]["spark_connect"]
             assert (facet["sessionId"], facet["userId"], facet["derivedOnClient"]) == (runs.session_id, USER, True)
-            assert facet["operationId"]
+        # The operation id the request was sent with, known from the START on (a UUID, as PySpark makes them).
+        (operation,) = {event["run"]["facets"]["spark_connect"].get("operationId") for event in run}
+        assert uuid.UUID(operation).version == 4, run[0]["job"]["name"]
+        operations.append(operation)
+    assert len(set(operations)) == len(operations), "one operation per run"
     for event in runs.client:
         validate_event(event)
 

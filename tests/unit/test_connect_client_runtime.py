@@ -6,7 +6,9 @@ lineage."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -186,13 +188,22 @@ def test_a_server_that_cannot_answer_leaves_the_table_unnamed_and_says_why() -> 
 # --- the tap --------------------------------------------------------------------------------------------------
 
 
+@dataclass
+class Request:
+    """An ``ExecutePlanRequest``'s operation id as protobuf gives it: empty until set."""
+
+    operation_id: str = ""
+
+
 class Client:
     """A client's execute method as PySpark's is shaped: a generator of responses that may raise."""
 
     def __init__(self, responses: list[Any], error: BaseException | None = None) -> None:
         self.responses, self.error = responses, error
+        self.requests: list[Any] = []
 
     def _execute_and_fetch_as_iterator(self, request: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        self.requests.append(request)
         yield from self.responses
         if self.error is not None:
             raise self.error
@@ -221,49 +232,71 @@ def _tapped(client: Client, observer: Observer) -> tuple[ClientTap, list[tuple[s
 
 
 def test_the_tap_passes_the_stream_through_and_tells_its_start_and_end() -> None:
-    client, observer = Client([1, 2, 3]), Observer()
+    client, observer, request = Client([1, 2, 3]), Observer(), Request("5b6f2d0e-8a7c-4c53-9e0f-3f1b2a4c5d6e")
     tap, _ = _tapped(client, observer)
-    assert list(client._execute_and_fetch_as_iterator("req", {}, progress=None)) == [1, 2, 3]
-    assert observer.told == [("sent", "req"), ("ended", 1, None)]
+    assert list(client._execute_and_fetch_as_iterator(request, {}, progress=None)) == [1, 2, 3]
+    assert observer.told == [("sent", request), ("ended", 1, None)]
+    assert request.operation_id == "5b6f2d0e-8a7c-4c53-9e0f-3f1b2a4c5d6e", "an operation id given is kept"
     assert not tap.install(), "a second tap on the same client"
     tap.uninstall()
     assert EXECUTE_METHOD not in client.__dict__
-    assert list(client._execute_and_fetch_as_iterator("again")) == [1, 2, 3]
+    assert list(client._execute_and_fetch_as_iterator(Request())) == [1, 2, 3]
     assert len(observer.told) == 2
+
+
+def test_a_request_without_an_operation_id_gets_one_before_it_is_observed_and_sent() -> None:
+    client, observer, request = Client([1]), Observer(), Request()
+    seen: list[str] = []
+    observer.sent = lambda sent, time_ms: seen.append(sent.operation_id)  # type: ignore[method-assign]
+    _tapped(client, observer)
+    assert list(client._execute_and_fetch_as_iterator(request)) == [1]
+    assert uuid.UUID(request.operation_id).version == 4
+    assert seen == [request.operation_id], "the observer is told the id the client sends"
+    assert client.requests == [request]
 
 
 def test_an_error_of_the_stream_reaches_the_caller_unchanged_and_ends_the_action_with_it() -> None:
     error = ValueError("[TABLE_OR_VIEW_NOT_FOUND] no such table")
-    client, observer = Client([1], error), Observer()
+    client, observer, request = Client([1], error), Observer(), Request()
     _tapped(client, observer)
     with pytest.raises(ValueError) as raised:
-        list(client._execute_and_fetch_as_iterator("req"))
+        list(client._execute_and_fetch_as_iterator(request))
     assert raised.value is error
-    assert observer.told == [("sent", "req"), ("ended", 1, "[TABLE_OR_VIEW_NOT_FOUND] no such table")]
+    assert observer.told == [("sent", request), ("ended", 1, "[TABLE_OR_VIEW_NOT_FOUND] no such table")]
 
 
 def test_a_stream_the_caller_stops_reading_ends_without_error() -> None:
-    client, observer = Client([1, 2, 3]), Observer()
+    client, observer, request = Client([1, 2, 3]), Observer(), Request()
     _tapped(client, observer)
-    stream = client._execute_and_fetch_as_iterator("req")
+    stream = client._execute_and_fetch_as_iterator(request)
     assert next(stream) == 1
     stream.close()
-    assert observer.told == [("sent", "req"), ("ended", 1, None)]
+    assert observer.told == [("sent", request), ("ended", 1, None)]
 
 
 def test_an_observer_that_fails_never_fails_the_clients_call() -> None:
     client = Client([1, 2])
     _, failures = _tapped(client, Observer(failing=True))
-    assert list(client._execute_and_fetch_as_iterator("req")) == [1, 2]
+    assert list(client._execute_and_fetch_as_iterator(Request())) == [1, 2]
     assert [(kind, str(error)) for kind, error in failures] == [("observing a Spark Connect request", "observer broke")]
 
 
-def test_requests_lineage_sends_itself_are_not_observed() -> None:
+def test_a_request_that_takes_no_operation_id_is_sent_as_it_is_and_said() -> None:
     client, observer = Client([1]), Observer()
+    _, failures = _tapped(client, observer)
+    assert list(client._execute_and_fetch_as_iterator("not a request")) == [1]
+    assert client.requests == ["not a request"]
+    assert [kind for kind, _ in failures] == ["naming a Spark Connect operation"]
+    assert observer.told == [("sent", "not a request"), ("ended", 1, None)]
+
+
+def test_requests_lineage_sends_itself_are_not_observed() -> None:
+    client, observer, request = Client([1]), Observer(), Request()
     tap, _ = _tapped(client, observer)
     with tap.unobserved():
-        assert list(client._execute_and_fetch_as_iterator("lookup")) == [1]
+        assert list(client._execute_and_fetch_as_iterator(request)) == [1]
     assert observer.told == []
+    assert request.operation_id == "", "lineage's own requests are left to the client"
 
 
 # --- what a run says ------------------------------------------------------------------------------------------

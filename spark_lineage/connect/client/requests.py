@@ -91,15 +91,37 @@ class ClientAction:
     """The ``Relation`` proto a write writes (or a query returns), to ask the server about (its schema)."""
 
 
+@dataclass(frozen=True)
+class RequestHeader:
+    """What an ``ExecutePlanRequest`` says besides its plan. Read on the thread that sends the request, when it is
+    sent: the client goes on changing the request (PySpark's reattachable execution adds its options), while
+    its plan is left as it is and can be read later, on another thread."""
+
+    session_id: str = ""
+    operation_id: str = ""
+    tags: tuple[str, ...] = ()
+
+
+def request_header(request: Any) -> RequestHeader:
+    """The header of ``request`` (a few field reads)."""
+    return RequestHeader(
+        str(request.session_id),
+        str(getattr(request, "operation_id", "")),
+        tuple(str(tag) for tag in getattr(request, "tags", ())),
+    )
+
+
 def read_request(request: Any) -> ClientAction:
     """The action an ``ExecutePlanRequest`` asks for."""
+    return read_plan(request.plan, request_header(request))
+
+
+def read_plan(plan: Any, header: RequestHeader) -> ClientAction:
+    """The action a request's ``Plan`` asks for, the request's ``header`` said."""
     base = ClientAction(
-        ActionKind.OTHER,
-        session_id=str(request.session_id),
-        operation_id=str(getattr(request, "operation_id", "")),
-        tags=tuple(str(tag) for tag in getattr(request, "tags", ())),
+        ActionKind.OTHER, session_id=header.session_id, operation_id=header.operation_id, tags=header.tags
     )
-    root, command = _operation(request.plan)
+    root, command = _operation(plan)
     if root is not None:
         return replace(base, kind=ActionKind.QUERY, input=root, **_input(root))
     kind = command.WhichOneof("command_type") if command is not None else None

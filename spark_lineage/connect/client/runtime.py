@@ -39,7 +39,14 @@ from spark_lineage.connect.client.columns import dataframe_columns, merged, sql_
 from spark_lineage.connect.client.datasets import action_datasets, read_datasets
 from spark_lineage.connect.client.frames import LeafColumns
 from spark_lineage.connect.client.jobs import action_command
-from spark_lineage.connect.client.requests import ActionKind, ClientAction, ReadSource, read_request
+from spark_lineage.connect.client.requests import (
+    ActionKind,
+    ClientAction,
+    ReadSource,
+    RequestHeader,
+    read_plan,
+    request_header,
+)
 from spark_lineage.connect.client.sql import declared_columns
 from spark_lineage.connect.client.statements import classify
 from spark_lineage.connect.client.tables import TABLES_KEPT, TableDatasets, TableDetails, qualifiers, quoted
@@ -73,7 +80,10 @@ RUNS_KEPT = 10_000
 @dataclass(frozen=True)
 class _Sent:
     token: int
-    request: Any
+    plan: Any
+    """The request's ``Plan`` (read on the worker: the client leaves it as it is)."""
+    header: RequestHeader
+    """The rest of the request, read when it was sent (the client changes it afterwards)."""
     time_ms: int
 
 
@@ -304,7 +314,7 @@ class ClientRuntime:
 
     def sent(self, request: Any, time_ms: int) -> object:
         token = next(self._tokens)
-        self.worker.submit(_Sent(token, request, time_ms))
+        self.worker.submit(_Sent(token, request.plan, request_header(request), time_ms))
         return token
 
     def ended(self, token: object, time_ms: int, error: BaseException | None) -> None:
@@ -323,9 +333,9 @@ class ClientRuntime:
 
     def _started(self, sent: _Sent) -> None:
         if self._plan_class is None:
-            self._plan_class = type(sent.request.plan)
+            self._plan_class = type(sent.plan)
         with costs.stage(Stage.ANALYSIS):
-            action = read_request(sent.request)
+            action = read_plan(sent.plan, sent.header)
             if action.kind == ActionKind.OTHER:
                 return
             found = action_datasets(action)
@@ -341,7 +351,7 @@ class ClientRuntime:
             return  # an action that writes nothing (a query, a SELECT, DDL of no dataset)
         schema = None
         if outputs and self.config.connect_resolve_schemas and action.input is not None:
-            schema = self._written_schema(sent.request, action.input, errors)
+            schema = self._written_schema(action.input, errors)
             for dataset in outputs:
                 dataset.schema = schema
         column_lineage = None
@@ -511,9 +521,9 @@ class ClientRuntime:
             rows = self.spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
         return TableDetails.from_rows([tuple(row) for row in rows])
 
-    def _written_schema(self, request: Any, relation: Any, errors: list[str]) -> list[SchemaField] | None:
+    def _written_schema(self, relation: Any, errors: list[str]) -> list[SchemaField] | None:
         """The schema of what a write writes, asked of the server (``python.connect.resolveSchemas``)."""
-        plan = type(request.plan)()
+        plan = self._plan_class()
         plan.root.CopyFrom(relation)
         try:
             with self.tap.unobserved():

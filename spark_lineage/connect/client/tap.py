@@ -7,6 +7,11 @@ other sessions are untouched) and tells an :class:`ActionObserver` when a reques
 stream ends, with the error if it raised. The observer is only told: whatever it raises is swallowed, and the
 stream is the client's own, unchanged.
 
+An action's run names the operation id the server runs it under. PySpark 4.3 gives every request a random
+UUID when it builds it; older clients give one only with reattachable execution (the default), a moment
+after the method is entered, and otherwise leave it to the server. The tap gives a request that has none its
+UUID just before, as PySpark 4.3 does, so the observer knows the id when the request is sent.
+
 Requests lineage sends itself (a table's location, looked up on the worker thread) are not observed: they run
 inside :meth:`ClientTap.unobserved`.
 """
@@ -17,6 +22,7 @@ import contextlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -89,9 +95,19 @@ class ClientTap:
         finally:
             self._local.depth -= 1
 
+    def _name_operation(self, request: Any) -> None:
+        """Give ``request`` the operation id PySpark would give it (4.3: when building it; before: next, when its
+        execution is reattachable)."""
+        try:
+            if not request.operation_id:
+                request.operation_id = str(uuid.uuid4())
+        except Exception as error:  # noqa: BLE001 - the client then names it itself, as it would have
+            self._on_error("naming a Spark Connect operation", error)
+
     def _sent(self, request: Any) -> object:
         if getattr(self._local, "depth", 0) or not self.installed:
             return None
+        self._name_operation(request)
         try:
             return self._observer.sent(request, int(time.time() * 1000))
         except Exception as error:  # noqa: BLE001 - lineage never fails the client's call
