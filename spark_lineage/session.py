@@ -352,8 +352,11 @@ class LineageRuntime:
             self.bridge.uninstall_iceberg_reporter()
         except Exception as exc:  # noqa: BLE001
             self.errors.report("restoring Iceberg metrics reporters", exc)
-        analyzed = self.analysis_worker.close(deadline.seconds())
-        analyzed = self.stream_worker.close(deadline.seconds()) and analyzed
+        # What waits for analysis is analyzed on this thread (see BoundedWorker.close), but on a dying process's
+        # (a signal's handler, the JVM watch's), which leaves it to the workers' threads.
+        take_over = not ending_first
+        analyzed = self.analysis_worker.close(deadline.seconds(), take_over=take_over)
+        analyzed = self.stream_worker.close(deadline.seconds(), take_over=take_over) and analyzed
         # Connect sessions still open end with the server: their runs are aborted.
         self._deliver(self.connect.end_all(RunState.ABORT, int(time.time() * 1000)))
         if not ending_first:

@@ -3,10 +3,10 @@ reporting that logs each kind of failure once."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +16,6 @@ log = logging.getLogger("spark_lineage")
 
 T = TypeVar("T")
 _WORKER_NICENESS = 10
-_STOP = object()
 
 
 REMINDER_SECONDS = 300.0
@@ -130,6 +129,11 @@ class BoundedWorker(Generic[T]):
 
     ``submit`` never blocks: when ``capacity`` items are waiting, the item is refused and counted, so a
     stalled backend costs bounded memory and never stalls the thread that submits.
+
+    The thread yields the CPU to the job (:func:`yield_cpu_to_the_job`): on a driver whose cores the job keeps
+    busy it runs only now and then. :meth:`close` does not wait for it to get through what is queued: once the
+    item in its hands is done, the closing thread (a user's ``disable()``, ``spark.stop()``, the exit) takes the
+    rest in order, at its own priority, within the shutdown's deadline.
     """
 
     def __init__(
@@ -148,61 +152,83 @@ class BoundedWorker(Generic[T]):
         self._full_hint = full_hint
         self._errors = errors
         self._name = name
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=capacity)
+        self._capacity = capacity
+        self._items: collections.deque[T] = collections.deque()
+        self._changed = threading.Condition()
+        """Guards the items and the state below; notified when an item comes, is done, or the worker stops."""
+        self._busy = False
+        """Whether the thread is processing an item (taken out of ``_items``)."""
+        self._closing = False
+        """Set by :meth:`close`: the thread takes no further item, and ends."""
         self.dropped = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, item: T) -> bool:
-        try:
-            self._queue.put_nowait(item)
-            return True
-        except queue.Full:
+        with self._changed:
+            if len(self._items) < self._capacity and not self._closing:
+                self._items.append(item)
+                self._changed.notify_all()
+                return True
             self.dropped += 1
-            self._dropped(item, f"the {self._name} queue was full ({self._queue.maxsize} items)")
-            self._errors.report(
-                f"{self._name} queue full",
-                message=f"the {self._name} queue is full ({self._queue.maxsize} items); lineage is being dropped. "
-                + self._full_hint,
-            )
+            closing = self._closing
+        if closing:
+            self._dropped(item, f"it came after the {self._name} worker had stopped")
             return False
+        self._dropped(item, f"the {self._name} queue was full ({self._capacity} items)")
+        self._errors.report(
+            f"{self._name} queue full",
+            message=f"the {self._name} queue is full ({self._capacity} items); lineage is being dropped. "
+            + self._full_hint,
+        )
+        return False
 
     @property
     def backlog(self) -> int:
         """How many items wait (approximately: other threads may be adding or taking)."""
-        return self._queue.qsize()
+        return len(self._items)
 
     @property
     def capacity(self) -> int:
-        return self._queue.maxsize
+        return self._capacity
 
     def flush(self, timeout: float | None) -> bool:
         """Wait until everything submitted so far is processed. True if it was, False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._queue.all_tasks_done:
-            while self._queue.unfinished_tasks:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._queue.all_tasks_done.wait(remaining)
-        return True
+        with self._changed:
+            return self._wait(lambda: not self._items and not self._busy, deadline)
 
-    def close(self, timeout: float | None) -> bool:
-        """Flush, then stop the thread. Items still queued at the deadline are abandoned (and counted)."""
-        flushed = self.flush(timeout)
-        if not flushed:
-            # What waits is never processed: take it out, so that the worker stops after what it is doing.
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                self._queue.task_done()
-                self.dropped += 1
-                self._dropped(item, "it was still waiting for analysis when shutdown's time was up")  # type: ignore[arg-type]
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(_STOP)
-        return flushed
+    def close(self, timeout: float | None, *, take_over: bool = True) -> bool:
+        """Stop the thread once the item in its hands is done and, with ``take_over``, process what waits on this
+        thread, in order, until ``timeout``; without, wait that long for the worker's thread to process it (a
+        thread that must not run lineage's code: a signal handler). Items still waiting at the deadline are
+        abandoned (and counted). True when every item was processed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            if not take_over:
+                self._wait(lambda: not self._items and not self._busy, deadline)
+            self._closing = True
+            self._changed.notify_all()
+            done = self._wait(lambda: not self._busy, deadline)
+            left = list(self._items)
+            self._items.clear()
+        for index, item in enumerate(left):
+            if not done or (deadline is not None and time.monotonic() >= deadline):
+                for expired in left[index:]:
+                    self.dropped += 1
+                    self._dropped(expired, "it was still waiting for analysis when shutdown's time was up")
+                return False
+            self._process_one(item)
+        return done
+
+    def _wait(self, until: Callable[[], bool], deadline: float | None) -> bool:
+        """Wait (holding ``_changed``) until ``until()``; False at ``deadline``."""
+        while not until():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            self._changed.wait(remaining)
+        return True
 
     def _dropped(self, item: T, why: str) -> None:
         if self._on_drop is None:
@@ -212,15 +238,22 @@ class BoundedWorker(Generic[T]):
         except Exception as error:  # noqa: BLE001 - counting a loss never fails the caller
             self._errors.report(f"counting a dropped {self._name} item", error)
 
+    def _process_one(self, item: T) -> None:
+        try:
+            self._process(item)
+        except BaseException as error:  # noqa: BLE001 - the worker outlives any single item
+            self._errors.report(f"{self._name} item", error)
+
     def _run(self) -> None:
         yield_cpu_to_the_job()
         while True:
-            item = self._queue.get()
-            try:
-                if item is _STOP:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+                while not self._items and not self._closing:
+                    self._changed.wait()
+                if self._closing:
                     return
-                self._process(item)  # type: ignore[arg-type]
-            except BaseException as error:  # noqa: BLE001 - the worker outlives any single item
-                self._errors.report(f"{self._name} item", error)
-            finally:
-                self._queue.task_done()
+                item = self._items.popleft()
+                self._busy = True
+            self._process_one(item)

@@ -6,6 +6,7 @@ message of its topic back with confluent-kafka and validates each event against 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,9 @@ def test_spark_submit_confs_alone_send_every_event_to_a_kafka_topic(tmp_path: Pa
 
 
 @pytest.mark.once
-def test_events_wait_in_the_spool_while_the_broker_is_down_and_replay_delivers_them(spark: Any, tmp_path: Path) -> None:
+def test_events_wait_in_the_spool_while_the_broker_is_down_and_replay_delivers_them(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     try:
         check_available()
     except KafkaUnavailableError as error:
@@ -109,10 +112,12 @@ def test_events_wait_in_the_spool_while_the_broker_is_down_and_replay_delivers_t
         python={"spool": {"dir": str(spool)}, "shutdownTimeoutSeconds": 60},
     )
     output = tmp_path / "written"
-    spark.range(3).write.parquet(str(output))
-    handle.disable()
+    with caplog.at_level(logging.INFO, logger="spark_lineage"):
+        spark.range(3).write.parquet(str(output))
+        handle.disable()
     # The application run's START and COMPLETE, the write's START, two RUNNING and COMPLETE.
-    assert Spool(spool).pending().count == 6, "the application run's and the write's events wait in the spool"
+    said = "\n".join(record.getMessage() for record in caplog.records)
+    assert Spool(spool).pending().count == 6, f"the application run's and the write's events wait in the spool:\n{said}"
 
     with kafka_server(tmp_path / "broker", port=port) as broker:
         result = replay(spool)

@@ -75,3 +75,46 @@ def test_a_failing_item_does_not_stop_the_worker_and_is_logged_once(caplog: pyte
     assert errors.counts == {"test item": 5}
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "odd 1" in warnings[0].getMessage()
+
+
+Told = list[tuple[int, str]]
+
+
+def _recording_worker(gate: threading.Event, told: Told) -> tuple[BoundedWorker[int], Told]:
+    """A worker whose first item waits on ``gate``; each item is recorded with the thread that processed it."""
+    seen: list[tuple[int, str]] = []
+
+    def process(item: int) -> None:
+        if item == 0:
+            gate.wait(10)
+        seen.append((item, threading.current_thread().name))
+
+    worker: BoundedWorker[int] = BoundedWorker("test", process, 10, ErrorLog(), on_drop=lambda *t: told.append(t))
+    worker.submit(0)
+    while worker.backlog:  # the worker's thread has the first item
+        threading.Event().wait(0.01)
+    for item in (1, 2, 3):
+        assert worker.submit(item)
+    return worker, seen
+
+
+def test_close_finishes_what_waits_on_the_closing_thread_once_the_workers_item_is_done() -> None:
+    # The worker's thread yields the CPU to the job: on a busy driver it would take its time over what waits.
+    gate, told = threading.Event(), Told()
+    worker, seen = _recording_worker(gate, told)
+    threading.Timer(0.2, gate.set).start()
+    assert worker.close(10)
+    me = threading.current_thread().name
+    assert seen == [(0, "test"), (1, me), (2, me), (3, me)]
+    assert not worker.submit(4), "a closed worker takes nothing more"
+    assert told == [(4, "it came after the test worker had stopped")]
+    assert worker.dropped == 1
+
+
+def test_close_without_taking_over_leaves_every_item_to_the_workers_thread() -> None:
+    gate, told = threading.Event(), Told()
+    worker, seen = _recording_worker(gate, told)
+    threading.Timer(0.2, gate.set).start()
+    assert worker.close(10, take_over=False)
+    assert seen == [(0, "test"), (1, "test"), (2, "test"), (3, "test")]
+    assert told == []

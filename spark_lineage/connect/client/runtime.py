@@ -266,7 +266,8 @@ class ClientRuntime:
             if ending_first:
                 self.delivery.submit(ending)
             self.worker.submit(_Ending(int(time.time() * 1000)))
-            analyzed = self.worker.close(deadline.seconds())
+            # A dying process's thread (a signal's handler) leaves the analysis to the worker's.
+            analyzed = self.worker.close(deadline.seconds(), take_over=not ending_first)
             if not ending_first:
                 self.delivery.submit(ending)
             delivered = self.delivery.close(deadline.seconds())
