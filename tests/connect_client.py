@@ -5,9 +5,9 @@ and the parity harness's Connect suite (tests/parity/connect_scenarios.py).
 Run as ``python -m tests.connect_client '<json>'`` (:func:`run_client` does); the JSON gives ``url`` (the
 server), ``confs`` (set on the remote builder), ``settings`` (set with ``spark.conf.set`` once connected),
 ``tag``, ``lineage`` (when given: :func:`spark_lineage.enable`'s settings, for the client's own lineage),
-``more_writes`` (run :func:`more_writes` after the pipeline), ``failing_sql`` (a statement run last, meant to
-fail), and what :func:`pipeline` takes. It prints the client's
-session id as its last line.
+``more_writes`` (run :func:`more_writes` after the pipeline, with ``kafka`` when given), ``failing_sql`` (a
+statement run last, meant to fail), and what :func:`pipeline` takes. It prints the client's session id as its
+last line.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ def pipeline(spark: Any, user: str, data: str, out: str, iceberg: bool, jdbc: di
         spark.table(f"{user}_paris").write.jdbc(jdbc["url"], f"public.{user}_paris", "overwrite", properties)
 
 
-def more_writes(spark: Any, user: str, out: str, iceberg: bool, jdbc: dict[str, str] | None) -> None:
+def more_writes(
+    spark: Any, user: str, out: str, iceberg: bool, jdbc: dict[str, str] | None, kafka: str | None = None
+) -> None:
     """After :func:`pipeline`: the other ways a client writes, each named by its request alone (an
     ``insertInto``, a ``spark.sql`` DataFrame written, an Iceberg ``writeTo().append()`` and ``saveAsTable``, a JDBC
-    read written)."""
+    read written, and with ``kafka`` (a broker's ``bootstrap.servers``) a write to a Kafka topic and that topic
+    read back and written)."""
     spark.table(f"{user}_people").select("id", "name").write.insertInto(f"{user}_paris")
     spark.sql(f"SELECT id, name FROM {user}_people WHERE city = 'oslo'").write.mode("overwrite").parquet(
         f"{out}/{user}/oslo"
@@ -60,6 +63,14 @@ def more_writes(spark: Any, user: str, out: str, iceberg: bool, jdbc: dict[str, 
         spark.read.jdbc(jdbc["url"], f"public.{user}_paris", properties=properties).write.mode("overwrite").parquet(
             f"{out}/{user}/from_postgres"
         )
+    if kafka is not None:
+        topic = f"{user}_people_topic"
+        people = spark.table(f"{user}_people").selectExpr("CAST(id AS STRING) AS key", "name AS value")
+        people.write.format("kafka").option("kafka.bootstrap.servers", kafka).option("topic", topic).save()
+        read = spark.read.format("kafka").option("kafka.bootstrap.servers", kafka).option("subscribe", topic)
+        read.option("startingOffsets", "earliest").load().selectExpr("CAST(value AS STRING) AS name").write.mode(
+            "overwrite"
+        ).parquet(f"{out}/{user}/from_kafka")
     column_writes(spark, user, out)
 
 
@@ -138,7 +149,7 @@ def main(argv: list[str]) -> None:
         spark_lineage.enable(spark, **args["lineage"])
     pipeline(spark, args["user"], args["data"], args["out"], args["iceberg"], args.get("jdbc"))
     if args.get("more_writes"):
-        more_writes(spark, args["user"], args["out"], args["iceberg"], args.get("jdbc"))
+        more_writes(spark, args["user"], args["out"], args["iceberg"], args.get("jdbc"), args.get("kafka"))
     if args.get("failing_sql"):
         try:
             spark.sql(args["failing_sql"])

@@ -25,6 +25,9 @@ class SavedDataSource:
 
     providers: tuple[str, ...] = ()
     """Simple class names of the ``CreatableRelationProvider`` classes this serves."""
+    formats: tuple[str, ...] = ()
+    """The names (lower case) a user gives ``DataFrameWriter.format()`` for these providers: how a Spark Connect
+    client, which sees the format and not the class, finds the same source."""
     option_keys: frozenset[str] = frozenset()
     """The options (lower case) it reads."""
     save_mode_is_lifecycle: bool = True
@@ -47,6 +50,12 @@ SOURCES: Registry[SavedDataSource] = Registry("saved data source")
 saved_data_source = Registrar(SOURCES, "providers")
 """Class decorator: serve saves through every provider the class lists (``@saved_data_source(replace=True)`` in
 a built-in one's place)."""
+
+
+def saved_data_source_for_format(name: str) -> SavedDataSource | None:
+    """The source a save with ``format(name)`` goes through (any case), if one answers to that name."""
+    wanted = name.lower()
+    return next((source for source in SOURCES.values() if wanted in source.formats), None)
 
 
 _LIFECYCLE_BY_MODE = {

@@ -89,6 +89,7 @@ class DeltaSave(SavedDataSource):
     """``df.write.format("delta").save(path)``: the table at ``path``."""
 
     providers = ("DeltaDataSource",)
+    formats = ("delta",)
     option_keys = frozenset({"path"})
 
     def dataset(

@@ -57,6 +57,7 @@ class JdbcSave(SavedDataSource):
     """``df.write.jdbc(url, table)`` and ``format("jdbc").save()``: the table ``dbtable`` names."""
 
     providers = ("JdbcRelationProvider",)
+    formats = ("jdbc",)
     option_keys = frozenset({"url", "dbtable", "databasename"})
 
     def dataset(

@@ -54,6 +54,7 @@ class KafkaSave(SavedDataSource):
     suffix, as openlineage-spark names it."""
 
     providers = ("KafkaSourceProvider",)
+    formats = ("kafka",)
     option_keys = frozenset({_SERVERS, "topic"})
     save_mode_is_lifecycle = False  # records are appended to a topic in every save mode
 

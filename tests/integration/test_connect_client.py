@@ -4,10 +4,10 @@ names what the server side names.
 The server is the tests' shared Spark session, a real Connect server from PySpark's own jars (tests/conftest.py),
 with lineage off while the client runs. The pipeline is the server-side tests' (files, a V1 table, CTAS, INSERT,
 a join, an Iceberg CTAS, a PostgreSQL table) and more (an ``insertInto``, a ``spark.sql`` DataFrame written, an
-Iceberg append and ``saveAsTable``, a PostgreSQL read written). The same pipeline run on that session with
-lineage on is the oracle: the server-side lineage of the same scenario (as ``spark-lineage connect-server``
-reports it). The client is a process of its own in the ``pyspark-client`` environment (no JVM, no py4j), calling
-``spark_lineage.enable()``.
+Iceberg append and ``saveAsTable``, a PostgreSQL read written, a Kafka topic written and read back). The same
+pipeline run on that session with lineage on is the oracle: the server-side lineage of the same scenario (as
+``spark-lineage connect-server`` reports it). The client is a process of its own in the ``pyspark-client``
+environment (no JVM, no py4j), calling ``spark_lineage.enable()``.
 
 Accepted differences, each asserted as it is:
 
@@ -49,10 +49,12 @@ class Runs:
     session_id: str
     warehouse: str
     iceberg: bool
+    out: str
+    """The directory the pipeline writes its files to."""
 
 
 @pytest.fixture(scope="module")
-def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None) -> Runs:
+def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None, kafka: Any) -> Runs:
     import spark_lineage
 
     python = thin_client_python()
@@ -61,6 +63,7 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
     out = tmp_path_factory.mktemp("client_out")
     iceberg = bool(spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG}", None))
     jdbc = {"url": postgres.jdbc_url} if postgres is not None else None
+    servers = str(kafka.bootstrap) if kafka is not None else None
     oracle, receiver = LineageReceiver(), LineageReceiver()
     try:
         handle = spark_lineage.enable(
@@ -68,7 +71,7 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
         )
         try:
             pipeline(spark, CLASSIC, str(data), str(out), iceberg, jdbc)
-            more_writes(spark, CLASSIC, str(out), iceberg, jdbc)
+            more_writes(spark, CLASSIC, str(out), iceberg, jdbc, servers)
             assert handle.flush(120)
         finally:
             handle.disable(timeout=60)
@@ -81,6 +84,7 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
                 "out": str(out),
                 "iceberg": iceberg,
                 "jdbc": jdbc,
+                "kafka": servers,
                 "lineage": {
                     "transport": {"type": "http", "url": receiver.url},
                     "python": {"connect": {"resolveSchemas": True}},
@@ -101,7 +105,12 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
                     spark.sql(f"DROP TABLE IF EXISTS {ICEBERG_CATALOG}.db.{user}_{table}")
     assert not oracle.invalid and not receiver.invalid, [*oracle.invalid, *receiver.invalid]
     return Runs(
-        list(oracle.events), list(receiver.events), session_id, str(spark.conf.get("spark.sql.warehouse.dir")), iceberg
+        list(oracle.events),
+        list(receiver.events),
+        session_id,
+        str(spark.conf.get("spark.sql.warehouse.dir")),
+        iceberg,
+        str(out),
     )
 
 
@@ -308,3 +317,14 @@ def test_with_resolve_schemas_what_a_write_writes_has_the_server_sides_schema(ru
     assert len(client) >= 4, sorted(client)
     for key, fields in client.items():
         assert fields == classic[key], key
+
+
+def test_a_kafka_topic_written_and_read_back_is_named_as_the_server_side_names_it(runs: Runs, kafka: Any) -> None:
+    if kafka is None:
+        pytest.skip("no Kafka broker here (scripts/test fetches and starts one)")
+    client = _lineage(runs.client)
+    topic = ("kafka://" + str(kafka.bootstrap), f"{CLASSIC}_people_topic", "null")
+    writes = [job for job, (_, outputs) in client.items() if topic in outputs]
+    reads = [job for job, (inputs, _) in client.items() if topic in inputs]
+    assert (len(writes), len(reads)) == (1, 1), sorted(client)
+    assert client[reads[0]][1] == {("file", f"{runs.out}/{CLASSIC}/from_kafka", "null")}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spark_lineage.connect.client.columns import ClientColumns, dataframe_columns, sql_columns
-from spark_lineage.connect.client.frames import LeafColumns
+from spark_lineage.connect.client.frames import LeafColumns, Walk
 from spark_lineage.connect.client.requests import ReadSource, read_request
 from spark_lineage.connect.client.sql import declared_columns, written_query
 from spark_lineage.connect.client.statements import tokens
@@ -136,6 +136,16 @@ def test_an_insert_with_columns_fills_them_by_position_and_a_width_mismatch_is_s
 def test_a_cast_to_the_type_a_column_has_is_the_column_itself() -> None:
     columns = sql_columns("CREATE TABLE t AS SELECT CAST(id AS INT) AS i, CAST(id AS STRING) AS s FROM people", _leaves)
     assert _shown(columns)[0] == {"i": [("people", "id", ID)], "s": [("people", "id", T)]}
+
+
+def test_a_cast_to_the_type_a_column_has_stays_a_transformation_where_the_server_writes_the_analyzed_plan() -> None:
+    # A save through a data source provider (Kafka, JDBC, Delta) writes its query as analyzed: the cast is in it.
+    optimized, analyzed = Walk(_leaves), Walk(_leaves, analyzed=True)
+    for walk in (optimized, analyzed):
+        walk.types[1] = "int"
+    assert (optimized.cast_is_identity(1, "INT"), optimized.cast_is_identity(1, "string")) == (True, False)
+    assert analyzed.cast_is_identity(1, "int") is False
+    assert optimized.cast_is_identity(2, "int") is False, "a column of unknown type"
 
 
 def test_a_file_source_in_sql_is_its_path_and_a_star_needs_its_schema() -> None:

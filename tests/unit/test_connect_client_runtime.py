@@ -110,6 +110,16 @@ def test_without_adaptive_planning_a_shuffling_write_is_named_after_its_command(
     assert action_command(action, outputs, [], adaptive=False) == (INSERT_FILES, "d_out")
 
 
+def test_a_save_through_a_data_source_provider_is_suffixed_as_the_driver_sides_handler_suffixes_it() -> None:
+    servers = {"kafka.bootstrap.servers": "b:9092"}
+    kafka = ClientAction(ActionKind.WRITE, write=WriteTarget(format="Kafka", options={**servers, "topic": "t"}))
+    assert action_command(kafka, [], []) == (SAVE_INTO_DATA_SOURCE, ""), "no suffix, as openlineage-spark names it"
+    delta = ClientAction(ActionKind.WRITE, write=WriteTarget(format="delta", path="/d/events"))
+    assert action_command(delta, [], []) == (SAVE_INTO_DATA_SOURCE, "d_events")
+    jdbc = ClientAction(ActionKind.WRITE, write=WriteTarget(format="jdbc", options={"dbtable": " public.t "}))
+    assert action_command(jdbc, [], []) == (SAVE_INTO_DATA_SOURCE, "public.t")
+
+
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [

@@ -99,11 +99,13 @@ def dataframe_columns(
     target: Sequence[tuple[str, str | None]] | None = None,
     positional: bool = False,
     schema_size_limit: int = 1000,
+    analyzed: bool = False,
 ) -> ClientColumns:
     """The column lineage of writing the relation ``tree``. ``names``: the columns it writes, when the server
     was asked; ``target``: the columns (name, type) of the table it writes into, when it exists (by position
-    for ``positional`` writes: ``insertInto``)."""
-    walk = Walk(leaves)
+    for ``positional`` writes: ``insertInto``); ``analyzed``: the server writes the plan as analyzed (see
+    :attr:`Walk.analyzed`)."""
+    walk = Walk(leaves, analyzed=analyzed)
     frame = _frame_or_unknown(lambda: frame_of(tree, walk))
     return written(
         walk,
@@ -657,12 +659,13 @@ def _extract(message: Any, target: int, frame: Frame, walk: Walk, path: Transfor
 
 @expression("cast")
 def _cast_rule(message: Any, target: int, frame: Frame, walk: Walk, path: Transformation) -> None:
-    """A cast to the type a column has already is gone from the server's optimized plan: the column as it is."""
+    """A cast to the type a column has already is gone from the server's optimized plan: the column as it is
+    (not where the server writes the analyzed plan, which keeps it)."""
     inner = message.expr
     to_type = _castspark_type(message)
     if inner.WhichOneof("expr_type") == "unresolved_attribute" and to_type is not None:
         node = _attribute(inner.unresolved_attribute, frame, walk)
-        if spark_type(walk.types.get(node)) == to_type:
+        if walk.cast_is_identity(node, to_type):
             walk.graph.add_edge(target, node, compose(path, IDENTITY))
             return
     trace(inner, target, frame, walk, compose(path, TRANSFORMATION))

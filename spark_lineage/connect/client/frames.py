@@ -116,9 +116,12 @@ class Column:
 class Walk:
     """One action's column graph, and what its relations' columns are made of."""
 
-    def __init__(self, leaves: Leaves, *, descriptions: bool = False) -> None:
+    def __init__(self, leaves: Leaves, *, descriptions: bool = False, analyzed: bool = False) -> None:
         self.graph = ColumnGraph(descriptions=descriptions)
         self.leaves = leaves
+        self.analyzed = analyzed
+        """Whether the server writes the plan as analyzed, not optimized (a save through a data source provider:
+        Kafka, JDBC, Delta): a cast to the type a column has already is still in it."""
         self.types: dict[int, str] = {}
         """The Spark type of the nodes that are an input column as it is (a read's, or one renamed)."""
         self.by_plan_id: dict[int, Frame] = {}
@@ -131,6 +134,11 @@ class Walk:
 
     def node(self) -> int:
         return next(self._nodes)
+
+    def cast_is_identity(self, node: int, to_type: str | None) -> bool:
+        """Whether casting the column ``node`` to ``to_type`` (a Spark type name) leaves it as it is: it has that
+        type already, and the server writes the optimized plan, from which such a cast is gone."""
+        return not self.analyzed and to_type is not None and spark_type(self.types.get(node)) == spark_type(to_type)
 
     def unclaim(self, node: int, error: UnclaimedColumnError) -> None:
         """``node``'s lineage cannot be told (the first reason is kept)."""

@@ -14,6 +14,7 @@ from spark_lineage import naming
 from spark_lineage.connect.client.datasets import FILE_WRITES
 from spark_lineage.connect.client.requests import ActionKind, ClientAction
 from spark_lineage.connect.client.statements import StatementKind, classify
+from spark_lineage.handlers.datasources import saved_data_source_for_format
 from spark_lineage.lineage import DatasetLineage
 
 INSERT_FILES = "execute_insert_into_hadoop_fs_relation_command"
@@ -52,8 +53,10 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
     first = outputs[0] if outputs else None
     if write is not None and action.kind == ActionKind.WRITE:
         source = (write.format or "").lower()
-        if source == "jdbc":
-            return SAVE_INTO_DATA_SOURCE, (write.options.get("dbtable") or "").strip()
+        saved = saved_data_source_for_format(source) if write.method == "save" else None
+        if saved is not None:  # a save through a data source provider: suffixed as the driver side's handler does
+            options = {**write.options, "path": write.path} if write.path else write.options
+            return SAVE_INTO_DATA_SOURCE, saved.job_suffix(options) or ""
         if write.table and _catalog_of(write.table) is not None:
             command = _v2_write(write.method, write.mode)
             return command, _v2_suffix(command, write.table)

@@ -38,7 +38,7 @@ from spark_lineage.config import CONF_PREFIX, LineageConfig
 from spark_lineage.connect.client.columns import dataframe_columns, merged, sql_columns
 from spark_lineage.connect.client.datasets import action_datasets, read_datasets
 from spark_lineage.connect.client.frames import LeafColumns
-from spark_lineage.connect.client.jobs import action_command
+from spark_lineage.connect.client.jobs import SAVE_INTO_DATA_SOURCE, action_command
 from spark_lineage.connect.client.requests import (
     ActionKind,
     ClientAction,
@@ -355,16 +355,17 @@ class ClientRuntime:
             schema = self._written_schema(action.input, errors)
             for dataset in outputs:
                 dataset.schema = schema
+        command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
         column_lineage = None
         if outputs and self.config.column_lineage is not None:
             with costs.stage(Stage.COLUMN_LINEAGE):
                 try:
-                    column_lineage = self._column_lineage(action, found.output_tables, schema, errors)
+                    analyzed = command == SAVE_INTO_DATA_SOURCE
+                    column_lineage = self._column_lineage(action, found.output_tables, schema, errors, analyzed)
                 except Exception as error:  # noqa: BLE001 - a plan no rule foresaw must not cost the run its datasets
                     errors.append(f"column lineage failed ({one_line(error)}); the datasets are reported without it")
             for dataset in outputs:
                 dataset.column_lineage = column_lineage
-        command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
         lineage = QueryLineage(inputs=inputs, outputs=outputs, job_suffix=suffix or None, errors=errors)
         name = self._job_name(command, suffix)
         facet = SparkConnectRunFacet(
@@ -466,10 +467,15 @@ class ClientRuntime:
             self._unreported_ends[item.token] = why
 
     def _column_lineage(
-        self, action: ClientAction, tables: Sequence[str], schema: Sequence[SchemaField] | None, errors: list[str]
+        self,
+        action: ClientAction,
+        tables: Sequence[str],
+        schema: Sequence[SchemaField] | None,
+        errors: list[str],
+        analyzed: bool,
     ) -> ColumnLineage | None:
         """What the columns an action writes come from, as far as the client can tell; what it cannot is said in
-        ``errors``."""
+        ``errors``. ``analyzed``: the server writes the plan as analyzed (a data source save)."""
         config = self.config.column_lineage
         assert config is not None
         target = self.tables.columns(tables[0]) if len(tables) == 1 and _appends(action) else None
@@ -485,6 +491,7 @@ class ClientRuntime:
                 target=target,
                 positional=action.write is not None and action.write.method == "insertInto",
                 schema_size_limit=config.schema_size_limit,
+                analyzed=analyzed,
             )
         else:
             return None

@@ -409,8 +409,7 @@ def _step(found: list[Token], scan: _Scan, frame: Frame, walk: Walk) -> Transfor
         return IDENTITY
     if single and scan.functions[0] == "cast" and len(scan.columns) == 1:
         to = found[-2].text.lower() if len(found) >= 2 else ""
-        node = frame.resolve(scan.columns[0])
-        if spark_type(walk.types.get(node)) == spark_type(to):
+        if walk.cast_is_identity(frame.resolve(scan.columns[0]), to):
             return IDENTITY
     return TRANSFORMATION
 
