@@ -30,7 +30,14 @@ import pytest
 
 from tests.connect_client import ICEBERG_CATALOG, more_writes, pipeline, run_client, write_people
 from tests.postgres_server import Postgres
-from tests.support import LineageReceiver, app_events, query_events, thin_client_python, validate_event
+from tests.support import (
+    LineageReceiver,
+    app_events,
+    client_python,
+    query_events,
+    thin_client_python,
+    validate_event,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.iceberg]
 
@@ -57,7 +64,7 @@ class Runs:
 def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgres | None, kafka: Any) -> Runs:
     import spark_lineage
 
-    python = thin_client_python()
+    python = _client_python(spark)
     data = tmp_path_factory.mktemp("client_data")
     write_people(str(data))
     out = tmp_path_factory.mktemp("client_out")
@@ -112,6 +119,12 @@ def runs(spark: Any, tmp_path_factory: pytest.TempPathFactory, postgres: Postgre
         iceberg,
         str(out),
     )
+
+
+def _client_python(spark: Any) -> str:
+    """The client a user installs: the thin ``pyspark-client`` (4.x) for a 4.x server; for a 3.5 server, which a
+    4.x client cannot talk to, PySpark 3.5's own client (``pyspark[connect]``, as 3.5 has no thin package)."""
+    return thin_client_python() if int(spark.version.split(".")[0]) >= 4 else client_python()
 
 
 def _runs(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
