@@ -4,6 +4,11 @@ What the command writes depends on its data source. Each provider plugs in as on
 :class:`SavedDataSource` (the JDBC one lives in :mod:`spark_lineage.handlers.jdbc`), registered with
 :func:`saved_data_source`; the command's handler finds it by the provider's class name and reads only the
 options it names, so that other options (passwords) never leave the JVM.
+
+A Spark Connect client sees a read's or a save's format and options, not the provider's class: it finds the same
+:class:`SavedDataSource` by format (:func:`saved_data_source_for_format`) and names what it reads and writes
+through it (:meth:`SavedDataSource.read_datasets`, :meth:`SavedDataSource.dataset`), so that both sides name a
+table or a topic in one place.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from openlineage.client.generated.lifecycle_state_change_dataset import Lifecycl
 from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
+from spark_lineage.naming import DatasetIdentifier
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_name
 from spark_lineage.registry import Registrar, Registry
 
 
 class SavedDataSource:
-    """What one data source provider writes, from the options of its save."""
+    """What one data source provider writes, from the options of its save (and what a read through it names,
+    from the read's options, for a Spark Connect client: the driver side reads the read's relation)."""
 
     providers: tuple[str, ...] = ()
     """Simple class names of the ``CreatableRelationProvider`` classes this serves."""
@@ -30,17 +37,25 @@ class SavedDataSource:
     client, which sees the format and not the class, finds the same source."""
     option_keys: frozenset[str] = frozenset()
     """The options (lower case) it reads."""
+    read_option_keys: frozenset[str] = frozenset()
+    """The options (lower case) :meth:`read_datasets` reads."""
     save_mode_is_lifecycle: bool = True
     """Whether the save mode says what happens to the target (OVERWRITE, CREATE); a sink that only appends,
     whatever the mode, says False."""
 
     def dataset(
-        self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
+        self, options: Mapping[str, str], schema: list[SchemaField] | None, errors: list[str]
     ) -> DatasetLineage | None:
-        """The dataset written; ``None`` (with a reason in ``ctx.errors``) when the options do not say."""
+        """The dataset written; ``None`` (with a reason in ``errors``) when the options do not say."""
         return None
 
     def job_suffix(self, options: Mapping[str, str]) -> str | None:
+        return None
+
+    def read_datasets(self, options: Mapping[str, str], errors: list[str]) -> list[DatasetIdentifier] | None:
+        """The datasets a read through this provider names, from its options alone (keys in lower case), as the
+        driver side's handler of the read's relation names them; why some are not named goes into ``errors``.
+        ``None``: its reads name the paths they read."""
         return None
 
 
@@ -56,6 +71,15 @@ def saved_data_source_for_format(name: str) -> SavedDataSource | None:
     """The source a save with ``format(name)`` goes through (any case), if one answers to that name."""
     wanted = name.lower()
     return next((source for source in SOURCES.values() if wanted in source.formats), None)
+
+
+def naming_option_keys() -> frozenset[str]:
+    """Every option (lower case) a source's reads and saves are named by, and ``path``: all a client keeps of
+    a request's options."""
+    keys = {"path"}
+    for source in SOURCES.values():
+        keys |= source.option_keys | source.read_option_keys
+    return frozenset(keys)
 
 
 _LIFECYCLE_BY_MODE = {
@@ -88,7 +112,7 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
             provider = node.get("provider", "an unknown provider")
             ctx.errors.append(f"no lineage for saves to {provider}: the output is not reported")
             return []
-        dataset = source.dataset(lowercase_options(node), schema_fields(node.get("schema")), ctx)
+        dataset = source.dataset(lowercase_options(node), schema_fields(node.get("schema")), ctx.errors)
         if dataset is None:
             return []
         if source.save_mode_is_lifecycle:

@@ -93,11 +93,11 @@ class DeltaSave(SavedDataSource):
     option_keys = frozenset({"path"})
 
     def dataset(
-        self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
+        self, options: Mapping[str, str], schema: list[SchemaField] | None, errors: list[str]
     ) -> DatasetLineage | None:
         path = options.get("path")
         if not path:
-            ctx.errors.append("a Delta save without a path: its output is not reported")
+            errors.append("a Delta save without a path: its output is not reported")
             return None
         dataset = DatasetLineage(naming.from_location(path), schema=schema)
         describe_delta(dataset)

@@ -59,19 +59,32 @@ class JdbcSave(SavedDataSource):
     providers = ("JdbcRelationProvider",)
     formats = ("jdbc",)
     option_keys = frozenset({"url", "dbtable", "databasename"})
+    read_option_keys = frozenset({"url", *_OPTIONS})
 
     def dataset(
-        self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
+        self, options: Mapping[str, str], schema: list[SchemaField] | None, errors: list[str]
     ) -> DatasetLineage | None:
         url, table = options.get("url"), options.get("dbtable")
         if not url or not table:
-            ctx.errors.append("a JDBC save without url or dbtable: its output is not reported")
+            errors.append("a JDBC save without url or dbtable: its output is not reported")
             return None
         return DatasetLineage(naming.jdbc_dataset(url, table.strip(), _properties(options)), schema=schema)
 
     def job_suffix(self, options: Mapping[str, str]) -> str | None:
         table = options.get("dbtable")
         return table.strip() if table else None
+
+    def read_datasets(self, options: Mapping[str, str], errors: list[str]) -> list[DatasetIdentifier] | None:
+        """As a ``JDBCRelation`` of the same options reads: Spark makes a ``query`` the subquery
+        ``(<query>) SPARK_GEN_SUBQ_<n>``, which is parsed as the driver side parses it."""
+        url, table, query = options.get("url"), options.get("dbtable"), options.get("query")
+        if not url or not (table or query):
+            errors.append("a JDBC read without url, or without dbtable or query: its inputs are not reported")
+            return []
+        read = _jdbc_read(url, table, table or f"({query}) SPARK_GEN_SUBQ_0", options.get("databasename"), None)
+        if read.error:
+            errors.append(read.error)
+        return list(read.tables)
 
 
 @dataclass

@@ -14,10 +14,12 @@ from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_f
 from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
+from spark_lineage.naming import DatasetIdentifier
 from spark_lineage.plan import CapturedNode, Probe
 
 _SERVERS = "kafka.bootstrap.servers"
 _TOPIC_OPTIONS = frozenset({_SERVERS, "subscribe", "topic", "assign"})
+_NO_TOPIC_READ = "a Kafka read that names no topic (subscribePattern): its input is not reported"
 
 
 def topic_datasets(options: Mapping[str, str], schema: list[SchemaField] | None) -> list[DatasetLineage]:
@@ -43,7 +45,7 @@ class KafkaRelationHandler(NodeHandler):
     def inputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
         datasets = topic_datasets(lowercase_options(node), schema_fields(node.get("schema")))
         if not datasets:
-            ctx.errors.append("a Kafka read that names no topic (subscribePattern): its input is not reported")
+            ctx.errors.append(_NO_TOPIC_READ)
         return datasets
 
 
@@ -56,13 +58,20 @@ class KafkaSave(SavedDataSource):
     providers = ("KafkaSourceProvider",)
     formats = ("kafka",)
     option_keys = frozenset({_SERVERS, "topic"})
+    read_option_keys = _TOPIC_OPTIONS
     save_mode_is_lifecycle = False  # records are appended to a topic in every save mode
 
     def dataset(
-        self, options: Mapping[str, str], schema: list[SchemaField] | None, ctx: AnalysisContext
+        self, options: Mapping[str, str], schema: list[SchemaField] | None, errors: list[str]
     ) -> DatasetLineage | None:
         datasets = topic_datasets(options, schema)
         if not datasets:
-            ctx.errors.append("a Kafka save without a topic option: its output is not reported")
+            errors.append("a Kafka save without a topic option: its output is not reported")
             return None
         return datasets[0]
+
+    def read_datasets(self, options: Mapping[str, str], errors: list[str]) -> list[DatasetIdentifier] | None:
+        topics = [dataset.identifier for dataset in topic_datasets(options, None)]
+        if not topics:
+            errors.append(_NO_TOPIC_READ)
+        return topics

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from spark_lineage.connect.client.datasets import ActionDatasets, action_datasets
-from spark_lineage.connect.client.requests import ActionKind, ClientAction, ReadSource, WriteTarget, read_request
+from spark_lineage.connect.client.requests import (
+    ActionKind,
+    ClientAction,
+    ReadSource,
+    WriteTarget,
+    _naming_options,
+    read_request,
+)
+from spark_lineage.handlers.datasources import naming_option_keys
 
 proto = pytest.importorskip("pyspark.sql.connect.proto", reason="the requests are PySpark's Connect protos")
 
@@ -138,6 +146,95 @@ def test_a_kafka_read_names_its_topic_on_its_cluster(version: str) -> None:
         [],
         [],
     )
+
+
+SQL_SERVER = {"url": "jdbc:sqlserver://db.example.com:1433", "databasename": "shop"}
+
+
+@pytest.mark.parametrize(
+    ("action", "named", "unnamed"),
+    [
+        # SQL Server takes the database from the databaseName option: the driver side's JdbcSave and
+        # JDBCRelation handler name it so, and so does the client now that it asks the same source.
+        (
+            ClientAction(
+                ActionKind.WRITE,
+                reads=(ReadSource(format="jdbc", options={**SQL_SERVER, "dbtable": "dbo.orders"}),),
+                write=WriteTarget(format="JDBC", options={**SQL_SERVER, "dbtable": " dbo.totals "}),
+            ),
+            (
+                [("sqlserver://db.example.com:1433", "shop.dbo.orders")],
+                [("sqlserver://db.example.com:1433", "shop.dbo.totals")],
+            ),
+            [],
+        ),
+        # A query (or a dbtable subquery) is parsed with openlineage-sql, as the driver side parses it.
+        (
+            ClientAction(
+                ActionKind.WRITE,
+                reads=(
+                    ReadSource(
+                        format="jdbc",
+                        options={
+                            "url": "jdbc:postgresql://db.example.com:5432/shop",
+                            "query": "SELECT o.id, c.name FROM public.orders o JOIN public.customers c ON o.cid = c.id",
+                        },
+                    ),
+                    ReadSource(
+                        format="jdbc",
+                        options={
+                            "url": "jdbc:postgresql://db.example.com:5432/shop",
+                            "dbtable": "(SELECT id FROM public.refunds) r",
+                        },
+                    ),
+                ),
+                write=WriteTarget(format="delta", path=f"{DATA}/delta_out", method="save", mode="overwrite"),
+            ),
+            (
+                [
+                    (POSTGRES, "shop.public.customers"),
+                    (POSTGRES, "shop.public.orders"),
+                    (POSTGRES, "shop.public.refunds"),
+                ],
+                [("file", f"{DATA}/delta_out")],
+            ),
+            [],
+        ),
+        (
+            ClientAction(
+                ActionKind.WRITE,
+                reads=(
+                    ReadSource(
+                        format="kafka", options={"kafka.bootstrap.servers": "b:9092", "subscribepattern": "e.*"}
+                    ),
+                ),
+                write=WriteTarget(format="kafka", options={"kafka.bootstrap.servers": "b:9092"}),
+            ),
+            ([], []),
+            [
+                "a Kafka read that names no topic (subscribePattern): its input is not reported",
+                "a Kafka save without a topic option: its output is not reported",
+            ],
+        ),
+        (
+            ClientAction(ActionKind.WRITE, reads=(ReadSource(format="jdbc", options={"dbtable": "t"}),)),
+            ([], []),
+            ["a JDBC read without url, or without dbtable or query: its inputs are not reported"],
+        ),
+    ],
+)
+def test_data_sources_are_named_by_the_driver_side_s_source_for_their_format(
+    action: ClientAction, named: Any, unnamed: list[str]
+) -> None:
+    found = action_datasets(action)
+    assert _named(found)[:2] == named
+    assert found.unnamed == unnamed
+
+
+def test_a_request_keeps_every_option_a_source_names_its_datasets_by_and_no_other() -> None:
+    options = {"URL": "jdbc:sqlserver://h", "dbTable": "t", "databaseName": "shop", "password": "not-a-real-secret"}
+    assert _naming_options(options) == {"url": "jdbc:sqlserver://h", "dbtable": "t", "databasename": "shop"}
+    assert {"path", "url", "dbtable", "query", "databasename", "topic", "subscribe", "assign"} <= naming_option_keys()
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -1,17 +1,17 @@
 """The datasets a Spark Connect client's action names, as the driver side names them.
 
-Paths, JDBC tables and Kafka topics are named by :mod:`spark_lineage.naming`, so that what a client reads has
-the identity the server would give it. Tables are names as the user wrote them (``t``, ``db.t``,
-``cat.db.t``): the server's catalog knows where they live, and a table's dataset is its location there, so
-they are left to be resolved (:attr:`ActionDatasets.tables`). A SQL command's tables come from
-openlineage-sql. What cannot be named honestly from the client is said, per read or write, in
-:attr:`ActionDatasets.unnamed` (it goes into the run's ``extractionError`` facet).
+Paths are named by :mod:`spark_lineage.naming`, and what a read or save through a data source provider (JDBC,
+Kafka, Delta) names by the driver side's :class:`~spark_lineage.handlers.datasources.SavedDataSource` for that
+format, from the same options, so that what a client reads has the identity the server would give it. Tables
+are names as the user wrote them (``t``, ``db.t``, ``cat.db.t``): the server's catalog knows where they live,
+and a table's dataset is its location there, so they are left to be resolved (:attr:`ActionDatasets.tables`).
+A SQL command's tables come from openlineage-sql. What cannot be named honestly from the client is said, per
+read or write, in :attr:`ActionDatasets.unnamed` (it goes into the run's ``extractionError`` facet).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,8 @@ from spark_lineage import naming
 from spark_lineage.connect.client.requests import ClientAction, ReadSource, WriteTarget
 from spark_lineage.connect.client.statements import StatementKind, classify
 from spark_lineage.extras import install_hint
+from spark_lineage.handlers.datasources import saved_data_source_for_format
 from spark_lineage.naming import DatasetIdentifier
-from spark_lineage.naming.kafka import kafka_dataset, option_topics
 
 FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "xml", "delta"})
 """Formats whose datasets are the paths they read or write."""
@@ -69,46 +69,25 @@ def read_datasets(read: ReadSource) -> list[DatasetIdentifier]:
 def _read(read: ReadSource, found: ActionDatasets) -> None:
     if read.table is not None:
         found.input_tables.append(read.table)
+        return
+    source = saved_data_source_for_format(read.format) if read.format else None
+    named = source.read_datasets(read.options, found.unnamed) if source is not None else None
+    if named is not None:
+        found.inputs.extend(named)
     else:
-        paths = [*read.paths, *filter(None, [read.options.get("path")])]
-        _by_source(read.format, read.options, paths, found.inputs, found)
+        _paths([*read.paths, *filter(None, [read.options.get("path")])], read.format, found.inputs, found)
 
 
 def _write(write: WriteTarget, found: ActionDatasets) -> None:
     if write.table is not None:
         found.output_tables.append(write.table)
+        return
+    source = saved_data_source_for_format(write.format) if write.format else None
+    if source is not None:
+        dataset = source.dataset(write.save_options(), None, found.unnamed)
+        found.outputs.extend([dataset.identifier] if dataset is not None else [])
     else:
-        _by_source(write.format, write.options, [write.path] if write.path else [], found.outputs, found)
-
-
-def _by_source(
-    format: str | None,
-    options: Mapping[str, str],
-    paths: list[str],
-    into: list[DatasetIdentifier],
-    found: ActionDatasets,
-) -> None:
-    """The datasets a source or sink of this ``format`` names, from its options or its paths."""
-    source = (format or "").lower()
-    if source == "jdbc":
-        _jdbc(options, into, found)
-    elif source == "kafka":
-        topics = option_topics(dict(options))
-        into.extend(kafka_dataset(options.get("kafka.bootstrap.servers"), topic) for topic in topics)
-        if not topics:
-            found.unnamed.append("Kafka topics named by a pattern or by the rows: which topics is not known")
-    else:
-        _paths(paths, format, into, found)
-
-
-def _jdbc(options: Mapping[str, str], into: list[DatasetIdentifier], found: ActionDatasets) -> None:
-    url, table = options.get("url"), options.get("dbtable")
-    if not url:
-        found.unnamed.append("a JDBC source without a url option")
-    elif table and not table.lstrip().startswith("("):
-        into.append(naming.jdbc_dataset(url, table.strip()))
-    else:
-        found.unnamed.append("a JDBC query: its tables are read on the server")
+        _paths([write.path] if write.path else [], write.format, found.outputs, found)
 
 
 def _paths(paths: list[str], format: str | None, into: list[DatasetIdentifier], found: ActionDatasets) -> None:

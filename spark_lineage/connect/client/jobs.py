@@ -55,8 +55,7 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
         source = (write.format or "").lower()
         saved = saved_data_source_for_format(source) if write.method == "save" else None
         if saved is not None:  # a save through a data source provider: suffixed as the driver side's handler does
-            options = {**write.options, "path": write.path} if write.path else write.options
-            return SAVE_INTO_DATA_SOURCE, saved.job_suffix(options) or ""
+            return SAVE_INTO_DATA_SOURCE, saved.job_suffix(write.save_options()) or ""
         if write.table and _catalog_of(write.table) is not None:
             command = _v2_write(write.method, write.mode)
             return command, _v2_suffix(command, write.table)

@@ -17,15 +17,11 @@ from enum import Enum
 from typing import Any
 
 from spark_lineage.connect.client.statements import exchanges as sql_exchanges
+from spark_lineage.handlers.datasources import naming_option_keys
 
 READ = "spark.connect.Read"
 SQL = "spark.connect.SQL"
 RELATION = "spark.connect.Relation"
-
-NAMING_OPTIONS = frozenset(
-    {"path", "dbtable", "query", "url", "subscribe", "subscribepattern", "assign", "topic", "kafka.bootstrap.servers"}
-)
-"""The source and sink options a dataset's name comes from (keys in lower case); no other option is kept."""
 
 
 class ActionKind(str, Enum):
@@ -52,7 +48,8 @@ class ReadSource:
     table: str | None = None
     """A ``named_table``'s identifier as the user wrote it (``db.t``, ``cat.db.t``)."""
     options: Mapping[str, str] = field(default_factory=dict)
-    """The naming options (:data:`NAMING_OPTIONS`), keys in lower case."""
+    """The options its datasets are named by (:func:`~spark_lineage.handlers.datasources.naming_option_keys`),
+    keys in lower case."""
     schema: str | None = None
     """The schema the user gave the read (``.schema(...)``: DDL, or a ``StructType``'s JSON), if any."""
 
@@ -69,6 +66,12 @@ class WriteTarget:
     mode: str | None = None
     """The save mode as the proto names it without its prefix: ``overwrite``, ``append``, ``create``, ..."""
     options: Mapping[str, str] = field(default_factory=dict)
+    """The options its datasets are named by (:func:`~spark_lineage.handlers.datasources.naming_option_keys`),
+    keys in lower case."""
+
+    def save_options(self) -> Mapping[str, str]:
+        """Its options as a ``SaveIntoDataSourceCommand`` holds them on the server: with its path."""
+        return {**self.options, "path": self.path} if self.path else self.options
 
 
 @dataclass(frozen=True)
@@ -315,7 +318,10 @@ _WRITES.update(
 
 
 def _naming_options(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(key).lower(): str(value) for key, value in options.items() if str(key).lower() in NAMING_OPTIONS}
+    """The options of a read or write that its datasets are named by (those the data sources of the driver side
+    name theirs by, and ``path``), keys in lower case: no other option is kept."""
+    kept = naming_option_keys()
+    return {str(key).lower(): str(value) for key, value in options.items() if str(key).lower() in kept}
 
 
 def enum_name(message: Any, field_name: str) -> str:
