@@ -55,6 +55,7 @@ __all__ = [
     "Delivery",
     "FailoverSpool",
     "Held",
+    "RunBatches",
     "Spool",
     "create_client",
     "fates_line",
@@ -101,6 +102,16 @@ class Held:
 HELD_DESTINATION = "spark.openlineage.transport.* (refused)"
 """What a held delivery's events are spooled under: the spool keeps no settings for it, so ``spark-lineage
 replay`` asks for ``--conf spark.openlineage.transport.*``, and sends them there."""
+
+
+@dataclass(frozen=True)
+class RunBatches:
+    """What the events of one run share when they are handed over in several batches (a Spark Connect client's
+    action: its START when it is sent, its end when it ends): the encoder that converts the parts they share
+    once, and the enrichment the client's first event taught (:class:`~spark_lineage.delivery.enrichment.Enricher`)."""
+
+    encoder: EventEncoder
+    enricher: Enricher
 
 
 class _HeldSender:
@@ -205,15 +216,21 @@ class Delivery:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""
         self.submit_all((event,))
 
-    def submit_all(self, events: Sequence[Event], encoder: EventEncoder | None = None) -> None:
+    def run_batches(self) -> RunBatches:
+        """What the batches of one run's events are to share (see :meth:`submit_all`)."""
+        return RunBatches(EventEncoder(), Enricher(self.client))
+
+    def submit_all(self, events: Sequence[Event], run: RunBatches | None = None) -> None:
         """Spool ``events`` in order, in one transaction (a query's events: its START, RUNNING and end), and let
-        the sender know once; ``encoder``: one that encoded earlier events of the same run, whose parts these
-        share (converted once). An event that cannot be built is counted lost by its job, and the others go on.
-        Never raises."""
+        the sender know once; ``run``: what earlier batches of the same run's events left (see
+        :meth:`run_batches`), so that the parts these share with them are converted once and the client's
+        enrichment is not asked again. An event that cannot be built is counted lost by its job, and the others
+        go on. Never raises."""
         if not self.enabled or not events:
             return
         prepared: list[Event] = []
-        enrich = Enricher(self.client)
+        enrich = run.enricher if run is not None else Enricher(self.client)
+        encoder = run.encoder if run is not None else None
         with costs.stage(Stage.ENRICHMENT):
             for event in events:
                 try:

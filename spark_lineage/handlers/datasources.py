@@ -89,6 +89,12 @@ _LIFECYCLE_BY_MODE = {
 }
 
 
+def save_mode_lifecycle(mode: str) -> LifecycleStateChange | None:
+    """What a save in Spark's ``SaveMode`` ``mode`` (``Overwrite``, ``Append``...) does to the target of a source
+    whose save mode says so (:attr:`SavedDataSource.save_mode_is_lifecycle`)."""
+    return _LIFECYCLE_BY_MODE.get(mode)
+
+
 @register
 class SaveIntoDataSourceCommandHandler(NodeHandler):
     """``df.write.format(provider).save()``, ``df.write.jdbc(...)``: the provider's dataset. Overwriting saves
@@ -116,7 +122,7 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
         if dataset is None:
             return []
         if source.save_mode_is_lifecycle:
-            dataset.lifecycle = _LIFECYCLE_BY_MODE.get(str(node.get("mode")))
+            dataset.lifecycle = save_mode_lifecycle(str(node.get("mode")))
         return [dataset]
 
     def job_suffix(self, node: CapturedNode, ctx: AnalysisContext) -> str | None:

@@ -11,6 +11,12 @@ from spark_lineage.lineage import AnalysisContext, DatasetLineage
 from spark_lineage.plan import CapturedNode, CatalystNode, Probe
 
 
+def insert_lifecycle(overwrite: bool) -> LifecycleStateChange | None:
+    """What an insert into files or a table does to it: an overwrite is OVERWRITE; an append changes nothing
+    about the dataset itself."""
+    return LifecycleStateChange.OVERWRITE if overwrite else None
+
+
 @register
 class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
     """``df.write.parquet(...)``, ``insertInto``, ``INSERT INTO/OVERWRITE`` a file-based table."""
@@ -25,7 +31,7 @@ class InsertIntoHadoopFsRelationCommandHandler(NodeHandler):
     reports_write_metrics = True
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = LifecycleStateChange.OVERWRITE if node.get("mode") == "Overwrite" else None
+        lifecycle = insert_lifecycle(node.get("mode") == "Overwrite")
         dataset = table_dataset(
             node.get("catalogTable"),
             ctx,
@@ -55,7 +61,7 @@ class InsertIntoHiveTableHandler(NodeHandler):
     reports_write_metrics = True
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = LifecycleStateChange.OVERWRITE if node.get("overwrite") is True else None
+        lifecycle = insert_lifecycle(node.get("overwrite") is True)
         dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
 
@@ -70,6 +76,8 @@ class CreateTableAsSelectCommandHandler(NodeHandler):
     itself as a nested insert, which is reported as a query of its own, as the reference does."""
 
     class_names: tuple[str, ...] = ("CreateDataSourceTableAsSelectCommand",)
+    lifecycle = LifecycleStateChange.CREATE
+    """What the command does to its table (the ``Optimized`` Hive command overwrites it)."""
     probes = {
         "table": Probe(("table",), "table"),
         "schema": Probe(("query", "schema", "json")),
@@ -79,9 +87,7 @@ class CreateTableAsSelectCommandHandler(NodeHandler):
         return node.plan_field("query")
 
     def outputs(self, node: CapturedNode, ctx: AnalysisContext) -> list[DatasetLineage]:
-        lifecycle = (
-            LifecycleStateChange.OVERWRITE if node.simple_name.startswith("Optimized") else LifecycleStateChange.CREATE
-        )
+        lifecycle = LifecycleStateChange.OVERWRITE if node.simple_name.startswith("Optimized") else self.lifecycle
         dataset = table_dataset(node.get("table"), ctx, lifecycle=lifecycle, schema_json=node.get("schema"))
         return [dataset] if dataset else []
 

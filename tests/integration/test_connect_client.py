@@ -138,14 +138,15 @@ def _as_classic(text: str) -> str:
     return text.replace(f"/{USER}/", f"/{CLASSIC}/").replace(f"{USER}_", f"{CLASSIC}_")
 
 
-def _datasets(event: dict[str, Any], kind: str) -> set[tuple[str, str, str]]:
-    """``(namespace, name, symlinks)`` of an event's inputs or outputs, the client's user read as the classic
-    run's."""
+def _datasets(event: dict[str, Any], kind: str) -> set[tuple[str, str, str, str | None]]:
+    """``(namespace, name, symlinks, lifecycle state change)`` of an event's inputs or outputs, the client's user
+    read as the classic run's."""
     return {
         (
             d["namespace"],
             _as_classic(d["name"]),
             _as_classic(json.dumps(((d.get("facets") or {}).get("symlinks") or {}).get("identifiers"))),
+            ((d.get("facets") or {}).get("lifecycleStateChange") or {}).get("lifecycleStateChange"),
         )
         for d in event[kind]
     }
@@ -336,8 +337,9 @@ def test_a_kafka_topic_written_and_read_back_is_named_as_the_server_side_names_i
     if kafka is None:
         pytest.skip("no Kafka broker here (scripts/test fetches and starts one)")
     client = _lineage(runs.client)
-    topic = ("kafka://" + str(kafka.bootstrap), f"{CLASSIC}_people_topic", "null")
+    # A topic's save appends whatever its mode: no lifecycle change, as the server side says.
+    topic = ("kafka://" + str(kafka.bootstrap), f"{CLASSIC}_people_topic", "null", None)
     writes = [job for job, (_, outputs) in client.items() if topic in outputs]
     reads = [job for job, (inputs, _) in client.items() if topic in inputs]
     assert (len(writes), len(reads)) == (1, 1), sorted(client)
-    assert client[reads[0]][1] == {("file", f"{runs.out}/{CLASSIC}/from_kafka", "null")}
+    assert client[reads[0]][1] == {("file", f"{runs.out}/{CLASSIC}/from_kafka", "null", "OVERWRITE")}

@@ -20,6 +20,7 @@ from spark_lineage.connect.client.jobs import (
     INSERT_FILES,
     SAVE_INTO_DATA_SOURCE,
     action_command,
+    output_lifecycle,
 )
 from spark_lineage.connect.client.requests import ActionKind, ClientAction, WriteTarget
 from spark_lineage.connect.client.runtime import identity_confs, server_message
@@ -108,6 +109,43 @@ def test_without_adaptive_planning_a_shuffling_write_is_named_after_its_command(
     outputs = [DatasetLineage(DatasetIdentifier("file", "/d/out"))]
     assert action_command(action, outputs, []) == (ADAPTIVE_PLAN, "d_out")
     assert action_command(action, outputs, [], adaptive=False) == (INSERT_FILES, "d_out")
+
+
+def _write(kind: ActionKind = ActionKind.WRITE, **target: Any) -> ClientAction:
+    return ClientAction(kind, write=WriteTarget(**target))
+
+
+@pytest.mark.parametrize(
+    ("action", "command", "expected"),
+    [
+        # InsertIntoHadoopFsRelationCommand: OVERWRITE in mode Overwrite, nothing for an append.
+        (_write(format="parquet", path="/d/o", mode="overwrite"), INSERT_FILES, "OVERWRITE"),
+        (_write(format="parquet", path="/d/o", mode="overwrite"), ADAPTIVE_PLAN, "OVERWRITE"),
+        (_write(format="parquet", path="/d/o", mode="append"), INSERT_FILES, None),
+        (_write(format="parquet", path="/d/o"), INSERT_FILES, None),
+        (_write(table="t", method="insertInto", mode="overwrite"), INSERT_FILES, "OVERWRITE"),
+        (ClientAction(ActionKind.SQL, sql=("INSERT OVERWRITE TABLE t SELECT 1",)), INSERT_FILES, "OVERWRITE"),
+        (ClientAction(ActionKind.SQL, sql=("insert into t select 1",)), INSERT_FILES, None),
+        # SaveIntoDataSourceCommand: the mode, for a source whose mode says what happens to its target.
+        (_write(format="jdbc", mode="overwrite"), SAVE_INTO_DATA_SOURCE, "OVERWRITE"),
+        (_write(format="jdbc"), SAVE_INTO_DATA_SOURCE, "CREATE"),
+        (_write(format="delta", path="/d/e", mode="ignore"), SAVE_INTO_DATA_SOURCE, "CREATE"),
+        (_write(format="jdbc", mode="append"), SAVE_INTO_DATA_SOURCE, None),
+        (_write(format="kafka", mode="overwrite"), SAVE_INTO_DATA_SOURCE, None),
+        (_write(table="t", method="saveAsTable", mode="overwrite"), CREATE_TABLE_AS_SELECT, "CREATE"),
+        # V2 writes: their node's handler.
+        (_write(ActionKind.WRITE_V2, table="c.d.t", mode="create"), "atomic_create_table_as_select", "CREATE"),
+        (_write(ActionKind.WRITE_V2, table="c.d.t", mode="replace"), "atomic_replace_table_as_select", "OVERWRITE"),
+        (_write(ActionKind.WRITE_V2, table="c.d.t", mode="overwrite"), "overwrite_by_expression", "OVERWRITE"),
+        (_write(ActionKind.WRITE_V2, table="c.d.t", mode="append"), "append_data", None),
+        (ClientAction(ActionKind.QUERY), "query_command", None),
+    ],
+)
+def test_what_a_write_does_to_its_output_is_what_the_driver_sides_handler_of_its_command_says(
+    action: ClientAction, command: str, expected: str | None
+) -> None:
+    lifecycle = output_lifecycle(action, command)
+    assert (lifecycle.value if lifecycle is not None else None) == expected
 
 
 def test_a_save_through_a_data_source_provider_is_suffixed_as_the_driver_sides_handler_suffixes_it() -> None:

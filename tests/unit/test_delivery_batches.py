@@ -4,6 +4,8 @@ integration tests run Spark jobs through the same paths)."""
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import subprocess
 import sys
@@ -116,6 +118,42 @@ def test_a_querys_events_go_into_the_spool_in_one_transaction_and_wake_the_sende
         assert spool.pending(delivery.destination).count == 6
     finally:
         delivery.close(0)
+
+
+def test_a_runs_events_handed_over_in_batches_are_enriched_once_and_spooled_as_one_batch_would_be(
+    tmp_path: Path,
+) -> None:
+    """A Spark Connect client's action hands over its START when it is sent and its end when it ends: through the
+    run's :class:`RunBatches`, the client's enrichment (its tags) is asked of openlineage-python once, and the
+    events spooled are those the two would be as one batch."""
+
+    def spooled(name: str, batches: list[list[RunEvent]], shared: bool) -> tuple[list[str], int]:
+        client = OpenLineageClient(transport=_http(f"http://127.0.0.1:{free_port()}"))
+        client.config.tags.run = {"shift": "night"}
+        asked = []
+        tag = client.update_event_tags_facets
+        client.update_event_tags_facets = lambda event: (asked.append(event), tag(event))[1]  # type: ignore[method-assign]
+        spool = FailoverSpool(tmp_path / name)
+        delivery = Delivery(client, spool, ErrorLog(), Redactor())
+        delivery.sender.close(0)  # nothing is sent: what is spooled stays to be read
+        run = delivery.run_batches() if shared else None
+        try:
+            for batch in batches:
+                delivery.submit_all(copy.deepcopy(batch), run)  # enrichment changes events in place
+            with _disk(spool)._lock:
+                rows = _disk(spool)._db.execute("SELECT payload FROM events ORDER BY id").fetchall()
+            return [payload for (payload,) in rows], len(asked)
+        finally:
+            delivery.close(0)
+
+    start, *_, end = _query(1)
+    together, asked_together = spooled("together", [[start, end]], shared=False)
+    in_batches, asked_in_batches = spooled("batches", [[start], [end]], shared=True)
+    alone, asked_alone = spooled("alone", [[start], [end]], shared=False)
+    assert asked_together == asked_in_batches == 1
+    assert asked_alone == 2
+    assert in_batches == together == alone
+    assert [json.loads(text)["run"]["facets"]["tags"]["tags"][0]["key"] for text in in_batches] == ["shift", "shift"]
 
 
 def test_a_batch_is_stored_as_one_event_at_a_time_would_be(tmp_path: Path) -> None:

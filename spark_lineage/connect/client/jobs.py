@@ -6,15 +6,21 @@ server's plan, but it knows what it asked for, and the common asks map to one co
 runs ``InsertIntoHadoopFsRelationCommand``, ``saveAsTable`` a CTAS, a JDBC save ``SaveIntoDataSourceCommand``.
 The suffix is the one the driver side derives from the same output. So a client's runs and a server-side
 install's get one job identity; an action no rule knows is named after its kind (``<app>.sql_command``).
+What the write does to its output (``lifecycleStateChange``: OVERWRITE, CREATE) is what the driver side's handler
+of that command says of the same save mode (:func:`output_lifecycle`).
 """
 
 from __future__ import annotations
+
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from spark_lineage import naming
 from spark_lineage.connect.client.datasets import FILE_WRITES
 from spark_lineage.connect.client.requests import ActionKind, ClientAction
 from spark_lineage.connect.client.statements import StatementKind, classify
-from spark_lineage.handlers.datasources import saved_data_source_for_format
+from spark_lineage.handlers.datasources import save_mode_lifecycle, saved_data_source_for_format
+from spark_lineage.handlers.registry import handler_for
+from spark_lineage.handlers.writes import CreateTableAsSelectCommandHandler, insert_lifecycle
 from spark_lineage.lineage import DatasetLineage
 
 INSERT_FILES = "execute_insert_into_hadoop_fs_relation_command"
@@ -30,6 +36,16 @@ V2_COMMANDS = {
     "overwrite_partitions": "overwrite_partitions_dynamic",
 }
 """``writeTo(...)``'s modes, and the command each runs on an Iceberg (V2) table."""
+V2_NODES = {
+    "atomic_create_table_as_select": "CreateTableAsSelect",
+    "atomic_replace_table_as_select": "ReplaceTableAsSelect",
+    "append_data": "AppendData",
+    "overwrite_by_expression": "OverwriteByExpression",
+    "overwrite_partitions_dynamic": "OverwritePartitionsDynamic",
+}
+"""The logical plan node each V2 command runs, whose handler says what it does to its table."""
+SAVE_MODES = {"overwrite": "Overwrite", "append": "Append", "error_if_exists": "ErrorIfExists", "ignore": "Ignore"}
+"""A client's save modes as Spark's ``SaveMode`` names them (none given: ``ErrorIfExists``, Spark's default)."""
 
 
 ADAPTIVE_PLAN = "adaptive_spark_plan"
@@ -77,6 +93,28 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
         if statement.kind is StatementKind.INSERT:
             return INSERT_FILES, _path_suffix(first)
     return f"{action.kind.value}_command", _path_suffix(first)
+
+
+def output_lifecycle(action: ClientAction, command: str) -> LifecycleStateChange | None:
+    """What ``action`` (which runs ``command``, see :func:`action_command`) does to its output, as the driver
+    side's handler of that command says it: an overwriting insert or save OVERWRITE, a save that may create its
+    target or a CTAS CREATE, a V2 write what its node's handler says; an append nothing."""
+    write = action.write
+    if command == SAVE_INTO_DATA_SOURCE and write is not None:
+        saved = saved_data_source_for_format(write.format or "")
+        if saved is None or not saved.save_mode_is_lifecycle:
+            return None
+        return save_mode_lifecycle(SAVE_MODES.get(write.mode or "", "ErrorIfExists"))
+    if command in (INSERT_FILES, ADAPTIVE_PLAN):
+        if action.kind == ActionKind.SQL:
+            return insert_lifecycle(bool(action.sql) and classify(action.sql[0]).overwrites)
+        return insert_lifecycle(write is not None and write.mode == "overwrite")
+    if command == CREATE_TABLE_AS_SELECT:
+        return CreateTableAsSelectCommandHandler.lifecycle
+    node = V2_NODES.get(command)
+    handler = handler_for(node) if node is not None else None
+    lifecycle = getattr(handler, "lifecycle", None)
+    return lifecycle if isinstance(lifecycle, LifecycleStateChange) else None
 
 
 def _v2_write(method: str, mode: str | None) -> str:

@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunEvent, RunState
+from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
 from spark_lineage import costs, naming
 from spark_lineage.config import CONF_PREFIX, LineageConfig
 from spark_lineage.connect.client.columns import dataframe_columns, merged, sql_columns
 from spark_lineage.connect.client.datasets import action_datasets, read_datasets
 from spark_lineage.connect.client.frames import LeafColumns
-from spark_lineage.connect.client.jobs import SAVE_INTO_DATA_SOURCE, action_command
+from spark_lineage.connect.client.jobs import SAVE_INTO_DATA_SOURCE, action_command, output_lifecycle
 from spark_lineage.connect.client.requests import (
     ActionKind,
     ClientAction,
@@ -55,8 +56,7 @@ from spark_lineage.connect.identity import CLIENT_KEYS
 from spark_lineage.connect.sessions import session_run_job_name
 from spark_lineage.costs import Stage
 from spark_lineage.deadline import Deadline
-from spark_lineage.delivery import Delivery, Held, undelivered
-from spark_lineage.delivery.encoding import EventEncoder
+from spark_lineage.delivery import Delivery, Held, RunBatches, undelivered
 from spark_lineage.errors import ConnectClientError
 from spark_lineage.events import EventBuilder, new_run_id
 from spark_lineage.facets import PRODUCER, SPARK_CONNECT_FACET, SparkConnectRunFacet
@@ -115,12 +115,14 @@ class _ActionRun:
     asked again at its end."""
     column_lineage: ColumnLineage | None = None
     """What its outputs' columns come from, as derived when it was sent."""
+    lifecycle: LifecycleStateChange | None = None
+    """What it does to its outputs (as the driver side's handler of its command says)."""
     start: RunEvent | None = None
     """The run's START, which its later events are made from."""
     outputs_changed: bool = False
     """Whether its outputs were named again at its end (a table it created), or are the START's."""
-    encoder: EventEncoder = field(default_factory=EventEncoder)
-    """Encodes its events: the parts its end shares with its START are converted once."""
+    batches: RunBatches | None = None
+    """What its START's delivery leaves its end's: the parts they share are converted once, and enriched once."""
 
 
 def session_conf(spark: Any) -> dict[str, str]:
@@ -356,6 +358,9 @@ class ClientRuntime:
             for dataset in outputs:
                 dataset.schema = schema
         command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
+        lifecycle = output_lifecycle(action, command)
+        for dataset in outputs:
+            dataset.lifecycle = lifecycle
         column_lineage = None
         if outputs and self.config.column_lineage is not None:
             with costs.stage(Stage.COLUMN_LINEAGE):
@@ -377,10 +382,11 @@ class ClientRuntime:
             producer=PRODUCER,
         )
         created = [table for table in found.output_tables if not self.tables.known(table)]
-        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created, column_lineage)
+        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created, column_lineage, lifecycle)
+        run.batches = self.delivery.run_batches()
         self._runs[sent.token] = run
         run.start = self._event(run, RunState.START, sent.time_ms, None)
-        self._deliver([run.start], run.encoder)
+        self._deliver([run.start], run.batches)
         self._deliver(self._evicted(sent.time_ms))
 
     def _finished(self, ended: _Ended) -> None:
@@ -395,12 +401,13 @@ class ClientRuntime:
             outputs += self._tables(found.output_tables, errors, created=True)
             for dataset in outputs:
                 dataset.column_lineage = run.column_lineage
+                dataset.lifecycle = run.lifecycle
             run.lineage = QueryLineage(
                 inputs=run.lineage.inputs, outputs=outputs, job_suffix=run.lineage.job_suffix, errors=errors
             )
             run.outputs_changed = True
         state = RunState.COMPLETE if ended.error is None else RunState.FAIL
-        self._deliver([self._event(run, state, ended.time_ms, ended.error)], run.encoder)
+        self._deliver([self._event(run, state, ended.time_ms, ended.error)], run.batches)
 
     def _evicted(self, time_ms: int) -> list[RunEvent]:
         """The ABORTs of the oldest open runs beyond :data:`RUNS_KEPT` (actions whose end never came: a stream
@@ -450,12 +457,12 @@ class ClientRuntime:
         datasets = (self.tables.dataset(name, errors, created=created) for name in names)
         return [dataset for dataset in datasets if dataset is not None]
 
-    def _deliver(self, events: Sequence[RunEvent], encoder: EventEncoder | None = None) -> None:
+    def _deliver(self, events: Sequence[RunEvent], batches: RunBatches | None = None) -> None:
         from spark_lineage.process import PROCESS
 
         if events:
             PROCESS.finished(events)
-            self.delivery.submit_all(events, encoder)
+            self.delivery.submit_all(events, batches)
 
     def _dropped(self, item: object, why: str) -> None:
         if isinstance(item, _Sent):

@@ -111,6 +111,8 @@ class Statement:
     """``CREATE OR REPLACE``, ``REPLACE``: the table it names is another one afterwards."""
     query_at: int | None = None
     """The position of the first token of the query it writes (a CTAS's ``SELECT``), if it has one."""
+    overwrites: bool = False
+    """``INSERT OVERWRITE``: what it writes replaces the table's rows (or its partitions')."""
 
     @property
     def moves_tables(self) -> bool:
@@ -131,7 +133,7 @@ def classify(found: Sequence[Token] | str) -> Statement:
         return Statement(StatementKind.CREATE, replaces)
     kinds = {"insert": StatementKind.INSERT, "drop": StatementKind.DROP, "alter": StatementKind.ALTER}
     if first in kinds:
-        return Statement(kinds[first])
+        return Statement(kinds[first], overwrites=words[:2] == ["insert", "overwrite"])
     if first in QUERY_STARTS or (found and found[0].text == "("):
         return Statement(StatementKind.QUERY, query_at=0)
     return Statement(StatementKind.OTHER)
