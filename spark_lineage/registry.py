@@ -15,12 +15,13 @@ own handler for a node a built-in one serves) says so: ``replace=True``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from spark_lineage.errors import DuplicateNameError
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
+R = TypeVar("R")
 
 
 class Registry(Generic[T]):
@@ -33,6 +34,8 @@ class Registry(Generic[T]):
         self.get: Callable[[str], T | None] = self._entries.get
         """The entry registered under a name, or ``None``: the dict's own ``get`` (handlers and column rules are
         looked up for every node and expression of every plan; a method around it cost 0.08 µs a lookup)."""
+        self._derived: dict[Callable[[list[T]], Any], Any] = {}
+        """What :meth:`derived` computed from the entries, by what computed it (emptied when an entry is added)."""
 
     def add(self, names: Iterable[str], entry: T, *, replace: bool = False) -> None:
         """Register ``entry`` under each of ``names``. Raises :class:`~spark_lineage.errors.DuplicateNameError`
@@ -48,6 +51,7 @@ class Registry(Generic[T]):
                     )
         for name in names:
             self._entries[name] = entry
+        self._derived.clear()
 
     def entry(self, *names: str, replace: bool = False) -> Callable[[T], T]:
         """Decorator: register what it decorates (a function, a class) under ``names``."""
@@ -70,6 +74,13 @@ class Registry(Generic[T]):
     def values(self) -> list[T]:
         """The entries, each once, in the order they were first registered."""
         return list({id(entry): entry for entry in self._entries.values()}.values())
+
+    def derived(self, compute: Callable[[list[T]], R]) -> R:
+        """``compute(self.values())``, computed once until an entry is added (what is read for each request, from
+        entries that rarely change: every option a data source is named by)."""
+        if compute not in self._derived:
+            self._derived[compute] = compute(self.values())
+        return cast(R, self._derived[compute])
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}, {len(self._entries)} names)"

@@ -144,11 +144,15 @@ class BoundedWorker(Generic[T]):
         errors: ErrorLog,
         full_hint: str = "Raise spark.openlineage.python.queueSize or check the backend.",
         on_drop: Callable[[T, str], None] | None = None,
+        timer: Callable[[], float | None] | None = None,
     ) -> None:
         """``on_drop(item, why)`` is told of each item that is never processed: refused by a full queue, or
-        still waiting when :meth:`close` gave up."""
+        still waiting when :meth:`close` gave up. ``timer()``, when given, runs on the worker's thread after each
+        item, and again once the seconds it last returned have passed with no item (``None``: not before the next
+        item): work that is due at a time rather than on an item."""
         self._process = process
         self._on_drop = on_drop
+        self._timer = timer
         self._full_hint = full_hint
         self._errors = errors
         self._name = name
@@ -246,14 +250,30 @@ class BoundedWorker(Generic[T]):
 
     def _run(self) -> None:
         yield_cpu_to_the_job()
+        due: float | None = None  # when the timer is to run again, with no item before (time.monotonic())
         while True:
             with self._changed:
                 self._busy = False
                 self._changed.notify_all()
                 while not self._items and not self._closing:
-                    self._changed.wait()
+                    remaining = None if due is None else due - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
                 if self._closing:
                     return
-                item = self._items.popleft()
+                item = self._items.popleft() if self._items else None
                 self._busy = True
-            self._process_one(item)
+            if item is not None:
+                self._process_one(item)
+            if self._timer is not None:
+                due = self._run_timer()
+
+    def _run_timer(self) -> float | None:
+        """Run the timer; when it is to run again (``None``: after the next item)."""
+        try:
+            seconds = self._timer() if self._timer is not None else None
+        except Exception as error:  # noqa: BLE001 - the worker outlives its timer's failures
+            self._errors.report(f"{self._name} timer", error)
+            return None
+        return None if seconds is None else time.monotonic() + max(seconds, 0.0)

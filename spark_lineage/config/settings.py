@@ -155,6 +155,11 @@ class LineageConfig:
     connect_resolve_schemas: bool = False
     """``python.connect.resolveSchemas``: a Spark Connect client reporting its own actions asks the server for
     the schema of what each write writes (one round trip per write, on lineage's worker thread)."""
+    connect_start_delay_millis: float = 1000.0
+    """``python.connect.startDelayMillis``: how long a Spark Connect client reporting its own actions may hold an
+    action's START (its time stays the request's) to spool and send it with the action's end, in one
+    transaction and one send: an action that ends sooner costs one of each instead of two; ``0`` sends each START
+    at once."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

@@ -69,15 +69,27 @@ a built-in one's place)."""
 
 def saved_data_source_for_format(name: str) -> SavedDataSource | None:
     """The source a save with ``format(name)`` goes through (any case), if one answers to that name."""
-    wanted = name.lower()
-    return next((source for source in SOURCES.values() if wanted in source.formats), None)
+    return SOURCES.derived(_by_format).get(name.lower())
+
+
+def _by_format(sources: list[SavedDataSource]) -> dict[str, SavedDataSource]:
+    """Each format's source (the first registered that answers to it)."""
+    by_format: dict[str, SavedDataSource] = {}
+    for source in sources:
+        for name in source.formats:
+            by_format.setdefault(name, source)
+    return by_format
 
 
 def naming_option_keys() -> frozenset[str]:
     """Every option (lower case) a source's reads and saves are named by, and ``path``: all a client keeps of
     a request's options."""
+    return SOURCES.derived(_option_keys)
+
+
+def _option_keys(sources: list[SavedDataSource]) -> frozenset[str]:
     keys = {"path"}
-    for source in SOURCES.values():
+    for source in sources:
         keys |= source.option_keys | source.read_option_keys
     return frozenset(keys)
 

@@ -6,6 +6,7 @@ lineage."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -589,6 +590,65 @@ def test_an_action_whose_end_never_comes_is_aborted_when_lineage_ends(recorded_r
     ]
 
 
+def _spooled_batches(runtime: Any) -> list[list[str]]:
+    """Each transaction the runtime's spool will be given: the event types it holds (the spool's own ``put_all``,
+    counted as it is called)."""
+    batches: list[list[str]] = []
+    put_all = runtime.delivery.spool.put_all
+
+    def counted(destination: str, payloads: Any, handoff: Any = None) -> Any:
+        batches.append([json.loads(payload.json)["eventType"] for payload in payloads])
+        return put_all(destination, payloads, handoff)
+
+    runtime.delivery.spool.put_all = counted
+    return batches
+
+
+def test_an_action_that_ends_within_the_start_delay_spools_its_start_with_its_end(recorded_runtime: Any) -> None:
+    """``python.connect.startDelayMillis`` (1 s by default): the START of an action that ends sooner is spooled
+    with its end, in one transaction, and keeps the time its request was sent."""
+    runtime, spark, events = recorded_runtime
+    batches = _spooled_batches(runtime)
+    before_ms = int(time.time() * 1000)
+    _, stream = _send(spark, "insert_into")
+    assert next(stream) == "schema"
+    runtime.worker.flush(10)
+    sent_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    assert list(stream) == []
+    start, complete = events()[1:]
+    assert batches == [["START", "COMPLETE"]]
+    assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
+    assert before_ms <= _epoch_ms(start["eventTime"]) <= sent_ms < _epoch_ms(complete["eventTime"])
+    assert start["run"]["runId"] == complete["run"]["runId"]
+
+
+@pytest.mark.parametrize("delay", [50.0, 0.0], ids=["start-after-the-delay", "no-delay"])
+def test_an_action_still_running_has_its_start_spooled_before_its_end(tmp_path: Any, delay: float) -> None:
+    """An action still running when the delay is up has its START spooled then (the worker's timer, with no
+    flush); with no delay, when the action is sent."""
+    runtime, spark, events, handle = _make_runtime(tmp_path, connect_start_delay_millis=delay)
+    try:
+        batches = _spooled_batches(runtime)
+        _, stream = _send(spark, "insert_into")
+        assert next(stream) == "schema"  # sent, and left unread
+        deadline = time.monotonic() + 10
+        while not batches and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batches == [["START"]]
+        assert list(stream) == []
+        assert [e["eventType"] for e in events()[1:]] == ["START", "COMPLETE"]
+        assert batches == [["START"], ["COMPLETE"]]
+    finally:
+        handle.disable(timeout=10)
+
+
+def _epoch_ms(event_time: str) -> int:
+    from datetime import datetime
+
+    return round(datetime.fromisoformat(event_time.replace("Z", "+00:00")).timestamp() * 1000)
+
+
 def test_an_action_whose_end_lineages_queue_dropped_is_aborted_saying_so(recorded_runtime: Any) -> None:
     """The worker's queue refused the action's end (full): the run is not left open nor ended silently; it ends
     ABORT with the session, and its errorMessage says why."""
@@ -641,10 +701,12 @@ def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
     for stream in streams:
         assert next(stream) == "schema"  # sent, and left unread
     runtime.worker.flush(10)
+    # Each START was held for its end (python.connect.startDelayMillis): the evicted run's goes with its ABORT,
+    # the other's when the events are flushed.
     assert [(e["job"]["name"].rsplit(".", 1)[1], e["eventType"]) for e in events()[1:]] == [
         ("wh_t_out", "START"),
-        ("data_out", "START"),
         ("wh_t_out", "ABORT"),
+        ("data_out", "START"),
     ]
 
 

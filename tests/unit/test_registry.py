@@ -57,3 +57,18 @@ def test_every_lookup_by_name_is_a_registry() -> None:
     registries = [HANDLERS, SOURCES, FORMATS, OPERATOR_RULES, EXPRESSION_RULES, KINDS]
     assert all(isinstance(r, Registry) and len(r) > 0 for r in registries)
     assert len({r.what for r in registries}) == len(registries)
+
+
+def test_what_is_derived_from_the_entries_is_computed_again_once_an_entry_is_added() -> None:
+    registry: Registry[str] = Registry("word")
+    registry.add(["a"], "alpha")
+    computed: list[list[str]] = []
+
+    def joined(values: list[str]) -> str:
+        computed.append(values)
+        return "+".join(values)
+
+    assert (registry.derived(joined), registry.derived(joined)) == ("alpha", "alpha")
+    registry.add(["b"], "beta")
+    assert registry.derived(joined) == "alpha+beta"
+    assert computed == [["alpha"], ["alpha", "beta"]]

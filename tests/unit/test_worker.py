@@ -118,3 +118,34 @@ def test_close_without_taking_over_leaves_every_item_to_the_workers_thread() -> 
     assert worker.close(10, take_over=False)
     assert seen == [(0, "test"), (1, "test"), (2, "test"), (3, "test")]
     assert told == []
+
+
+def test_a_timer_runs_after_each_item_and_again_when_it_said_with_no_item() -> None:
+    """The timer runs on the worker's thread after each item; the seconds it returns bring it back with no item
+    (``None``: not before the next item); a timer that fails is said once and the worker goes on."""
+    calls: list[str] = []
+    due = threading.Event()
+    plan = iter([0.05, None, "fail", None])
+    errors = ErrorLog()
+
+    def timer() -> float | None:
+        calls.append(threading.current_thread().name)
+        step = next(plan, None)
+        if step == "fail":
+            raise RuntimeError("timer broke")
+        if len(calls) == 2:
+            due.set()
+        return step  # type: ignore[return-value]
+
+    seen: list[int] = []
+    worker: BoundedWorker[int] = BoundedWorker("test", seen.append, 10, errors, timer=timer)
+    worker.submit(1)
+    assert due.wait(10)  # the second call came with no item: 0.05 s after the first
+    assert worker.flush(10)
+    assert (seen, calls) == ([1], ["test", "test"])
+    worker.submit(2)  # its timer fails
+    worker.submit(3)
+    assert worker.flush(10)
+    assert seen == [1, 2, 3] and len(calls) == 4
+    assert errors.counts == {"test timer": 1}
+    assert worker.close(10)

@@ -95,6 +95,11 @@ class _Ended:
 
 
 @dataclass(frozen=True)
+class _Release:
+    """Spool the STARTs still held (:meth:`ClientRuntime.flush`)."""
+
+
+@dataclass(frozen=True)
 class _Ending:
     """Lineage ends: the runs of actions still running end ABORT, on the worker (which owns them)."""
 
@@ -110,6 +115,10 @@ class _ActionRun:
     action: ClientAction
     lineage: QueryLineage
     facet: SparkConnectRunFacet
+    batches: RunBatches
+    """What its START's delivery leaves its end's: the parts they share are converted once, and enriched once."""
+    sent_ms: int
+    """When its request was sent: its START's time."""
     created_tables: list[str] = field(default_factory=list)
     """Output tables that did not exist when the action was sent (placed where the catalog would put them):
     asked again at its end."""
@@ -118,11 +127,13 @@ class _ActionRun:
     lifecycle: LifecycleStateChange | None = None
     """What it does to its outputs (as the driver side's handler of its command says)."""
     start: RunEvent | None = None
-    """The run's START, which its later events are made from."""
+    """The run's START, which its later events are made from: built when it is spooled (see
+    ``python.connect.startDelayMillis``)."""
     outputs_changed: bool = False
     """Whether its outputs were named again at its end (a table it created), or are the START's."""
-    batches: RunBatches | None = None
-    """What its START's delivery leaves its end's: the parts they share are converted once, and enriched once."""
+    start_due: float | None = None
+    """Until when (``time.monotonic()``) its START waits for its end, to be spooled and sent with it; ``None``
+    once spooled."""
 
 
 def session_conf(spark: Any) -> dict[str, str]:
@@ -181,13 +192,21 @@ class ClientRuntime:
         self.active = False
         self.tap = ClientTap(spark.client, self, self.errors.report)
         self.tables = TableDatasets(session, self._describe, self._current_database)
-        self.worker: BoundedWorker[_Sent | _Ended | _Ending] = BoundedWorker(
-            "spark_lineage-connect-client", self._analyze, config.queue_size, self.errors, on_drop=self._dropped
+        self.worker: BoundedWorker[_Sent | _Ended | _Release | _Ending] = BoundedWorker(
+            "spark_lineage-connect-client",
+            self._analyze,
+            config.queue_size,
+            self.errors,
+            on_drop=self._dropped,
+            timer=self._starts_due,
         )
         self.delivery = Delivery.configured(config, client, self.errors, redactor, held=held)
         self._adaptive = session.conf.get("spark.sql.adaptive.enabled", "true").strip().lower() != "false"
         self._tokens = itertools.count(1)
         self._runs: dict[int, _ActionRun] = {}
+        self._held_starts: dict[int, _ActionRun] = {}
+        """Runs whose START waits for their end (oldest first): see ``python.connect.startDelayMillis``."""
+        self._start_delay = config.connect_start_delay_millis / 1000
         self._unreported_ends: dict[int, str] = {}
         """Actions whose end lineage's queue had no room for, and why (their runs end ABORT with the session)."""
         self._read_schemas: dict[bytes, tuple[tuple[str, str | None], ...] | None] = {}
@@ -234,6 +253,7 @@ class ClientRuntime:
 
     def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         deadline = Deadline(timeout)
+        self.worker.submit(_Release())
         analyzed = self.worker.flush(deadline.seconds())
         return self.delivery.flush(deadline.seconds(), past_refusals=past_refusals) and analyzed
 
@@ -326,11 +346,13 @@ class ClientRuntime:
 
     # --- the worker ----------------------------------------------------------------------------------------
 
-    def _analyze(self, item: _Sent | _Ended | _Ending) -> None:
+    def _analyze(self, item: _Sent | _Ended | _Release | _Ending) -> None:
         if isinstance(item, _Sent):
             self._started(item)
         elif isinstance(item, _Ended):
             self._finished(item)
+        elif isinstance(item, _Release):
+            self._release_starts(None)
         else:
             self._abort_open_runs(item.time_ms)
 
@@ -382,17 +404,32 @@ class ClientRuntime:
             producer=PRODUCER,
         )
         created = [table for table in found.output_tables if not self.tables.known(table)]
-        run = _ActionRun(new_run_id(sent.time_ms), name, action, lineage, facet, created, column_lineage, lifecycle)
-        run.batches = self.delivery.run_batches()
+        run = _ActionRun(
+            new_run_id(sent.time_ms),
+            name,
+            action,
+            lineage,
+            facet,
+            self.delivery.run_batches(),
+            sent.time_ms,
+            created_tables=created,
+            column_lineage=column_lineage,
+            lifecycle=lifecycle,
+        )
         self._runs[sent.token] = run
-        run.start = self._event(run, RunState.START, sent.time_ms, None)
-        self._deliver([run.start], run.batches)
+        if self._start_delay > 0:
+            run.start_due = time.monotonic() + self._start_delay
+            self._held_starts[sent.token] = run
+        else:
+            self._deliver(self._start(run), run.batches)
         self._deliver(self._evicted(sent.time_ms))
 
     def _finished(self, ended: _Ended) -> None:
         run = self._runs.pop(ended.token, None)
         if run is None:
             return
+        # Its START, if held, goes with its end, as it was when the action was sent.
+        start = self._start(run, self._held_starts.pop(ended.token, None) is not None)
         if run.created_tables and ended.error is None:
             # The write made its tables: where they are is the server's to say now.
             errors = [e for e in run.lineage.errors if not e.startswith("table ")]
@@ -407,20 +444,46 @@ class ClientRuntime:
             )
             run.outputs_changed = True
         state = RunState.COMPLETE if ended.error is None else RunState.FAIL
-        self._deliver([self._event(run, state, ended.time_ms, ended.error)], run.batches)
+        self._deliver([*start, self._event(run, state, ended.time_ms, ended.error)], run.batches)
+
+    def _start(self, run: _ActionRun, held: bool = True) -> list[RunEvent]:
+        """The run's START, built now (``[]`` when it was spooled already: not ``held``)."""
+        if not held:
+            return []
+        run.start_due = None
+        run.start = self._event(run, RunState.START, run.sent_ms, None)
+        return [run.start]
+
+    def _starts_due(self) -> float | None:
+        """The worker's timer: spool the STARTs whose end did not come in time."""
+        return self._release_starts(time.monotonic())
+
+    def _release_starts(self, now: float | None) -> float | None:
+        """Spool the held STARTs due by ``now`` (``None``: every one), oldest first, each with its run's batches;
+        how long until the next is due (``None``: none is held)."""
+        while self._held_starts:
+            token, run = next(iter(self._held_starts.items()))
+            if now is not None and run.start_due is not None and run.start_due > now:
+                return run.start_due - now
+            del self._held_starts[token]
+            self._deliver(self._start(run), run.batches)
+        return None
 
     def _evicted(self, time_ms: int) -> list[RunEvent]:
         """The ABORTs of the oldest open runs beyond :data:`RUNS_KEPT` (actions whose end never came: a stream
-        nobody read to its end nor closed)."""
+        nobody read to its end nor closed), each after its START if that was held."""
         ends = []
         while len(self._runs) > RUNS_KEPT:
-            oldest = self._runs.pop(next(iter(self._runs)))
+            token = next(iter(self._runs))
+            oldest = self._runs.pop(token)
+            ends += self._start(oldest, self._held_starts.pop(token, None) is not None)
             ends.append(self._event(oldest, RunState.ABORT, time_ms, None))
         return ends
 
     def _abort_open_runs(self, time_ms: int) -> None:
         """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them); one
         whose end was dropped (lineage's queue was full) says so in its ``errorMessage``."""
+        self._release_starts(None)
         runs, self._runs = dict(self._runs), {}
         ends = []
         for token, run in runs.items():
