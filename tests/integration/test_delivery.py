@@ -118,12 +118,12 @@ def test_a_backend_refusing_its_first_25_requests_loses_nothing(spark: Any, data
 def test_a_backend_slower_than_the_timeout_stores_each_event_at_most_twice(
     spark: Any, data_dir: Path, tmp_path: Path
 ) -> None:
-    """7 s per request with a 5 s timeout: the first request times out (the backend keeps it all the same) and
+    """4 s per request with a 3 s timeout: the first request times out (the backend keeps it all the same) and
     goes again from the spool waiting twice as long; no second layer of retries floods the backend."""
-    receiver = LineageReceiver(delay_seconds=7)
+    receiver = LineageReceiver(delay_seconds=4)
     spool = tmp_path / "spool"
     try:
-        handle = _enable(spark, receiver, spool, timeout=5)
+        handle = _enable(spark, receiver, spool, timeout=3)
         output = str(data_dir / "slowly")
         spark.range(3).write.parquet(output)
         handle.disable()  # gives up after the shutdown timeout: the rest stays spooled

@@ -434,11 +434,28 @@ def test_the_jvm_keeps_an_rdd_job_until_it_ends_and_a_bounded_number_of_them(
         kept.clear()
 
 
-def _bound_query_executions(spark: Any) -> list[str]:
-    """The query executions py4j's gateway holds for Python (its bindings), and the execution ends that hold
-    one, by class name."""
-    bindings = spark.sparkContext._gateway.java_gateway_server.getGateway().getBindings()
-    names = [str(value.getClass().getName()) for value in list(bindings.values()) if hasattr(value, "getClass")]
+def _bound_ids(spark: Any) -> set[str]:
+    """The ids of what py4j's gateway holds for Python now (its bindings' keys: one round trip)."""
+    keys = str(spark.sparkContext._gateway.java_gateway_server.getGateway().getBindings().keySet().toString())
+    return set(keys[1:-1].split(", ")) if len(keys) > 2 else set()
+
+
+def _bound_query_executions(spark: Any, before: set[str]) -> list[str]:
+    """The query executions py4j's gateway has come to hold for Python since ``before`` (what :func:`_bound_ids`
+    said), and the execution ends that hold one, by class name. Only what was bound since is looked at, and
+    each object looked at is let go at once: looking at every binding would bind each again (py4j binds what
+    it returns), and the bindings would grow with each look (to 10,000 and a minute's round trips)."""
+    gateway = spark.sparkContext._gateway
+    bindings = gateway.java_gateway_server.getGateway().getBindings()
+    names = []
+    for key in sorted(_bound_ids(spark) - before):
+        value = bindings.get(key)
+        if not hasattr(value, "getClass"):  # let go meanwhile, or a value py4j converts (a string)
+            continue
+        of = value.getClass()
+        names.append(str(of.getName()))
+        gateway.detach(of)
+        gateway.detach(value)
     return [name for name in names if name.endswith(("QueryExecution", "IncrementalExecution", "ExecutionEnd"))]
 
 
@@ -449,14 +466,15 @@ def test_a_read_querys_execution_is_let_go_at_once(
     """Once a query is read, py4j's gateway no longer holds its ``QueryExecution`` (with its plans and its
     broadcast relations) for Python: released there and then, not when py4j's finalizer thread next looks (once
     a second), by which time a young collection would have moved it all to the old generation."""
+    before = _bound_ids(spark)
     target = spark if session == "enabled" else spark.newSession()
     paths = _inputs(target, data_dir, 2)
     left, right = (target.read.schema(SCHEMA).parquet(str(path)) for path in paths)
     assert lineage.flush(60)
-    assert _bound_query_executions(spark) == []
+    assert _bound_query_executions(spark, before) == []
     left.join(right.withColumnRenamed("bucket", "b"), "id").write.parquet(str(data_dir / f"released_{session[0]}"))
     assert lineage.flush(60)
-    assert _bound_query_executions(spark) == []
+    assert _bound_query_executions(spark, before) == []
     (run,) = runs_by_job(receiver.events, f"released_{session[0]}")
     assert run[-1]["eventType"] == "COMPLETE"
 
