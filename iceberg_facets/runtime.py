@@ -218,7 +218,7 @@ class IcebergLineage:
         except Exception as error:  # noqa: BLE001 - closing never fails the caller (often atexit)
             self.errors.report("closing the delivery", error)
             delivered = False
-        if not handed_over:
+        if not handed_over and self.worker.interrupted is None:
             log.warning(
                 "iceberg_facets: %d captured operations were not yet made into lineage events after %.1f s; "
                 "they are lost (raise shutdown_timeout)",
@@ -226,6 +226,8 @@ class IcebergLineage:
                 timeout or 0.0,
             )
         self.errors.summarize(skip=undelivered)
+        if self.worker.interrupted is not None:  # the user's Ctrl-C, once lineage has closed: theirs to get
+            raise self.worker.interrupted
         return handed_over and delivered
 
 

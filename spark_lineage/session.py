@@ -310,10 +310,11 @@ class LineageRuntime:
     ) -> bool:
         """Unregister, drain, end the application run as ``state`` says, and close the client, all within the
         configured shutdown timeout. Never raises (it runs inside ``spark.stop()``, ``disable()``, exit hooks and
-        signal handlers): whatever fails is said once. ``ending_first``: the process is dying, so the application
-        run's terminal event is spooled before anything else, and a replay delivers it whatever happens next.
-        Returns whether every event was delivered (what was not waits in the spool); True when already shut
-        down."""
+        signal handlers): whatever fails is said once; only the user's own Ctrl-C (a ``KeyboardInterrupt`` on this
+        thread while it analyzes what was left) is raised on, once lineage has closed. ``ending_first``: the
+        process is dying, so the application run's terminal event is spooled before anything else, and a replay
+        delivers it whatever happens next. Returns whether every event was delivered (what was not waits in the
+        spool); True when already shut down."""
         with self._shutdown_lock:
             if not self.active:
                 return True
@@ -370,6 +371,9 @@ class LineageRuntime:
         except Exception as exc:  # noqa: BLE001
             self.errors.report("closing the transport", exc)
         PROCESS.remove(self)
+        for worker in (self.analysis_worker, self.stream_worker):
+            if worker.interrupted is not None:  # the user's Ctrl-C, once lineage has closed: theirs to get
+                raise worker.interrupted
         return analyzed and delivered and not self._unread
 
     def _add_job_listener(self) -> None:

@@ -165,6 +165,9 @@ class BoundedWorker(Generic[T]):
         self._closing = False
         """Set by :meth:`close`: the thread takes no further item, and ends."""
         self.dropped = 0
+        self.interrupted: KeyboardInterrupt | None = None
+        """The user's interrupt (Ctrl-C) that ended :meth:`close`'s take-over, for its caller to raise again once
+        lineage's own closing is done: the interrupt is the user's, not lineage's to swallow."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -218,12 +221,20 @@ class BoundedWorker(Generic[T]):
             self._items.clear()
         for index, item in enumerate(left):
             if not done or (deadline is not None and time.monotonic() >= deadline):
-                for expired in left[index:]:
-                    self.dropped += 1
-                    self._dropped(expired, "it was still waiting for analysis when shutdown's time was up")
+                self._abandon(left[index:], "it was still waiting for analysis when shutdown's time was up")
                 return False
-            self._process_one(item)
+            try:
+                self._process_one(item, interruptible=True)
+            except KeyboardInterrupt as interrupt:  # the user's Ctrl-C ends the take-over; what is left is counted
+                self.interrupted = interrupt
+                self._abandon(left[index:], "shutdown was interrupted (KeyboardInterrupt) before it was analyzed")
+                return False
         return done
+
+    def _abandon(self, items: list[T], why: str) -> None:
+        for item in items:
+            self.dropped += 1
+            self._dropped(item, why)
 
     def _wait(self, until: Callable[[], bool], deadline: float | None) -> bool:
         """Wait (holding ``_changed``) until ``until()``; False at ``deadline``."""
@@ -242,9 +253,15 @@ class BoundedWorker(Generic[T]):
         except Exception as error:  # noqa: BLE001 - counting a loss never fails the caller
             self._errors.report(f"counting a dropped {self._name} item", error)
 
-    def _process_one(self, item: T) -> None:
+    def _process_one(self, item: T, *, interruptible: bool = False) -> None:
+        """Process ``item``; whatever it raises is said (once per kind), but, when ``interruptible`` (on the
+        thread that closes the worker: the user's), a ``KeyboardInterrupt``, which is raised on."""
         try:
             self._process(item)
+        except KeyboardInterrupt as error:
+            if interruptible:
+                raise
+            self._errors.report(f"{self._name} item", error)
         except BaseException as error:  # noqa: BLE001 - the worker outlives any single item
             self._errors.report(f"{self._name} item", error)
 

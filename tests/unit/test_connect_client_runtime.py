@@ -20,8 +20,8 @@ from spark_lineage.connect.client.jobs import (
     CREATE_TABLE_AS_SELECT,
     INSERT_FILES,
     SAVE_INTO_DATA_SOURCE,
+    ActionCommand,
     action_command,
-    output_lifecycle,
 )
 from spark_lineage.connect.client.requests import ActionKind, ClientAction, WriteTarget
 from spark_lineage.connect.client.runtime import identity_confs, server_message
@@ -102,14 +102,18 @@ def test_each_recorded_action_is_named_as_the_server_side_names_its_command(
         outputs = [DatasetLineage(DatasetIdentifier("file", "/tmp/spark-lineage-fixtures/connect/data/out"))]
     if name == "join_write_json":
         outputs = [DatasetLineage(DatasetIdentifier("file", "/tmp/spark-lineage-fixtures/connect/data/joined"))]
-    assert action_command(action, outputs, tables) == expected
+    assert _named(action_command(action, outputs, tables)) == expected
+
+
+def _named(found: ActionCommand) -> tuple[str, str]:
+    return found.command, found.suffix
 
 
 def test_without_adaptive_planning_a_shuffling_write_is_named_after_its_command() -> None:
     action = ClientAction(ActionKind.WRITE, write=WriteTarget(format="parquet", path="/d/out"), exchanges=True)
     outputs = [DatasetLineage(DatasetIdentifier("file", "/d/out"))]
-    assert action_command(action, outputs, []) == (ADAPTIVE_PLAN, "d_out")
-    assert action_command(action, outputs, [], adaptive=False) == (INSERT_FILES, "d_out")
+    assert _named(action_command(action, outputs, [])) == (ADAPTIVE_PLAN, "d_out")
+    assert _named(action_command(action, outputs, [], adaptive=False)) == (INSERT_FILES, "d_out")
 
 
 def _write(kind: ActionKind = ActionKind.WRITE, **target: Any) -> ClientAction:
@@ -121,7 +125,13 @@ def _write(kind: ActionKind = ActionKind.WRITE, **target: Any) -> ClientAction:
     [
         # InsertIntoHadoopFsRelationCommand: OVERWRITE in mode Overwrite, nothing for an append.
         (_write(format="parquet", path="/d/o", mode="overwrite"), INSERT_FILES, "OVERWRITE"),
-        (_write(format="parquet", path="/d/o", mode="overwrite"), ADAPTIVE_PLAN, "OVERWRITE"),
+        (
+            ClientAction(
+                ActionKind.WRITE, write=WriteTarget(format="parquet", path="/d/o", mode="overwrite"), exchanges=True
+            ),
+            ADAPTIVE_PLAN,
+            "OVERWRITE",
+        ),
         (_write(format="parquet", path="/d/o", mode="append"), INSERT_FILES, None),
         (_write(format="parquet", path="/d/o"), INSERT_FILES, None),
         (_write(table="t", method="insertInto", mode="overwrite"), INSERT_FILES, "OVERWRITE"),
@@ -145,18 +155,20 @@ def _write(kind: ActionKind = ActionKind.WRITE, **target: Any) -> ClientAction:
 def test_what_a_write_does_to_its_output_is_what_the_driver_sides_handler_of_its_command_says(
     action: ClientAction, command: str, expected: str | None
 ) -> None:
-    lifecycle = output_lifecycle(action, command)
-    assert (lifecycle.value if lifecycle is not None else None) == expected
+    found = action_command(action, [], [])
+    assert (found.command, found.lifecycle.value if found.lifecycle is not None else None) == (command, expected)
 
 
 def test_a_save_through_a_data_source_provider_is_suffixed_as_the_driver_sides_handler_suffixes_it() -> None:
     servers = {"kafka.bootstrap.servers": "b:9092"}
     kafka = ClientAction(ActionKind.WRITE, write=WriteTarget(format="Kafka", options={**servers, "topic": "t"}))
-    assert action_command(kafka, [], []) == (SAVE_INTO_DATA_SOURCE, ""), "no suffix, as openlineage-spark names it"
+    assert _named(action_command(kafka, [], [])) == (SAVE_INTO_DATA_SOURCE, ""), (
+        "no suffix, as openlineage-spark names it"
+    )
     delta = ClientAction(ActionKind.WRITE, write=WriteTarget(format="delta", path="/d/events"))
-    assert action_command(delta, [], []) == (SAVE_INTO_DATA_SOURCE, "d_events")
+    assert _named(action_command(delta, [], [])) == (SAVE_INTO_DATA_SOURCE, "d_events")
     jdbc = ClientAction(ActionKind.WRITE, write=WriteTarget(format="jdbc", options={"dbtable": " public.t "}))
-    assert action_command(jdbc, [], []) == (SAVE_INTO_DATA_SOURCE, "public.t")
+    assert _named(action_command(jdbc, [], [])) == (SAVE_INTO_DATA_SOURCE, "public.t")
 
 
 @pytest.mark.parametrize(
@@ -172,7 +184,7 @@ def test_sql_is_named_by_its_statement_and_its_table_s_catalog(sql: str, expecte
 
     action = ClientAction(ActionKind.SQL, sql=(sql,), exchanges=exchanges(sql))
     table = sql.split()[2] if sql.startswith("CREATE TABLE") else "ice.db.t"
-    assert action_command(action, [TABLE_OUT], [table]) == expected
+    assert _named(action_command(action, [TABLE_OUT], [table])) == expected
 
 
 # --- tables ---------------------------------------------------------------------------------------------------
@@ -649,6 +661,39 @@ def _epoch_ms(event_time: str) -> int:
     return round(datetime.fromisoformat(event_time.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def test_a_ctrl_c_while_shutdown_analyzes_what_was_left_reaches_the_user_once_lineage_has_closed(
+    tmp_path: Any,
+) -> None:
+    """``disable()`` or ``spark.stop()`` analyzes what still waits on the user's thread; a Ctrl-C there ends that
+    (what is left is counted), the session's run still ends and is delivered, and then the interrupt is the
+    user's again."""
+    import threading
+
+    runtime, _, _, _ = _make_runtime(tmp_path)
+    gate = threading.Event()
+
+    def process(item: Any) -> None:
+        if item == "hold":
+            gate.wait(10)
+        elif item == "interrupt":
+            raise KeyboardInterrupt
+
+    runtime.worker._process = process
+    runtime.worker.submit("hold")
+    while runtime.worker.backlog:  # the worker's thread holds it
+        time.sleep(0.01)
+    runtime.worker.submit("interrupt")
+    threading.Timer(0.2, gate.set).start()
+    with pytest.raises(KeyboardInterrupt):
+        runtime.shutdown(RunState.COMPLETE)
+    sent = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["job"]["name"], e["eventType"]) for e in sent] == [
+        ("spark_connect_server.connect_session", "START"),
+        ("spark_connect_server.connect_session", "COMPLETE"),
+    ]
+    assert runtime.wait_ended(0)
+
+
 def test_an_action_whose_end_lineages_queue_dropped_is_aborted_saying_so(recorded_runtime: Any) -> None:
     """The worker's queue refused the action's end (full): the run is not left open nor ended silently; it ends
     ABORT with the session, and its errorMessage says why."""
@@ -779,4 +824,4 @@ def test_a_dataframe_write_to_a_v2_catalogs_table_is_named_as_its_v2_command(
     method: str, mode: str | None, expected: tuple[str, str]
 ) -> None:
     action = ClientAction(ActionKind.WRITE, write=WriteTarget(table="ice.db.t", method=method, mode=mode))
-    assert action_command(action, [], ["ice.db.t"]) == expected
+    assert _named(action_command(action, [], ["ice.db.t"])) == expected

@@ -149,3 +149,50 @@ def test_a_timer_runs_after_each_item_and_again_when_it_said_with_no_item() -> N
     assert seen == [1, 2, 3] and len(calls) == 4
     assert errors.counts == {"test timer": 1}
     assert worker.close(10)
+
+
+def test_a_ctrl_c_on_the_closing_thread_ends_the_take_over_counts_what_is_left_and_is_kept_for_the_caller() -> None:
+    """The thread that closes the worker (the user's) analyzes what waits; a ``KeyboardInterrupt`` there (the
+    user's Ctrl-C) is not swallowed: the take-over ends, the item it interrupted and those after it are each told
+    as dropped, and the interrupt waits in ``interrupted`` for the caller to raise once its closing is done."""
+    gate = threading.Event()
+    seen: list[int] = []
+    told: list[tuple[int, str]] = []
+
+    def process(item: int) -> None:
+        if item == 0:
+            gate.wait(10)  # holds the worker's thread while the rest queue
+        elif item == 2:
+            raise KeyboardInterrupt
+        seen.append(item)
+
+    worker: BoundedWorker[int] = BoundedWorker(
+        "test", process, 10, ErrorLog(), on_drop=lambda *told_: told.append(told_)
+    )
+    for item in range(5):
+        worker.submit(item)
+    while worker.backlog > 4:  # the worker's thread took item 0
+        threading.Event().wait(0.01)
+    threading.Timer(0.2, gate.set).start()
+    assert not worker.close(10)  # items 1 to 4 on this thread, once item 0 is done
+    assert isinstance(worker.interrupted, KeyboardInterrupt)
+    why = "shutdown was interrupted (KeyboardInterrupt) before it was analyzed"
+    assert (seen, told) == ([0, 1], [(2, why), (3, why), (4, why)])
+    assert worker.dropped == 3
+
+
+def test_a_ctrl_c_on_the_workers_own_thread_is_said_and_the_worker_goes_on() -> None:
+    errors = ErrorLog()
+    seen: list[int] = []
+
+    def process(item: int) -> None:
+        if item == 0:
+            raise KeyboardInterrupt
+        seen.append(item)
+
+    worker: BoundedWorker[int] = BoundedWorker("test", process, 10, errors)
+    worker.submit(0)
+    worker.submit(1)
+    assert worker.flush(10)
+    assert seen == [1] and errors.counts == {"test item": 1} and worker.interrupted is None
+    assert worker.close(10)

@@ -7,10 +7,12 @@ runs ``InsertIntoHadoopFsRelationCommand``, ``saveAsTable`` a CTAS, a JDBC save 
 The suffix is the one the driver side derives from the same output. So a client's runs and a server-side
 install's get one job identity; an action no rule knows is named after its kind (``<app>.sql_command``).
 What the write does to its output (``lifecycleStateChange``: OVERWRITE, CREATE) is what the driver side's handler
-of that command says of the same save mode (:func:`output_lifecycle`).
+of that command says of the same save mode (:class:`ActionCommand`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 from openlineage.client.generated.lifecycle_state_change_dataset import LifecycleStateChange
 
@@ -52,69 +54,71 @@ ADAPTIVE_PLAN = "adaptive_spark_plan"
 """A write whose input moves data between partitions runs under an adaptive plan, whose root names the job."""
 
 
+@dataclass(frozen=True)
+class ActionCommand:
+    """What the server runs for a client's action, as the driver side names it and reads what it does."""
+
+    command: str
+    """As a job name names it (``<kind>_command`` when no rule knows it)."""
+    suffix: str = ""
+    """The job-name suffix the driver side gives it, from its outputs (``""``: none)."""
+    lifecycle: LifecycleStateChange | None = None
+    """What it does to its outputs (``lifecycleStateChange``), as the driver side's handler of the command says of
+    the same save mode: an overwriting insert or save OVERWRITE, a save that may create its target or a CTAS
+    CREATE, a V2 write what its node's handler says; an append nothing."""
+
+
 def action_command(
     action: ClientAction, outputs: list[DatasetLineage], output_tables: list[str], *, adaptive: bool = True
-) -> tuple[str, str]:
-    """The command the server runs for ``action``, as a job name names it (``<kind>_command`` when no rule
-    knows it), and the job-name suffix the driver side gives it, from its outputs (``""``: none).
+) -> ActionCommand:
+    """The command the server runs for ``action``, its job-name suffix from its outputs, and what it does to them.
     ``adaptive``: the server plans adaptively (``spark.sql.adaptive.enabled``, on by default)."""
-    command, suffix = _command(action, outputs, output_tables)
-    if adaptive and action.exchanges and command == INSERT_FILES:
-        return ADAPTIVE_PLAN, suffix
-    return command, suffix
+    found = _command(action, outputs, output_tables)
+    if adaptive and action.exchanges and found.command == INSERT_FILES:
+        return replace(found, command=ADAPTIVE_PLAN)
+    return found
 
 
-def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables: list[str]) -> tuple[str, str]:
+def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables: list[str]) -> ActionCommand:
     write = action.write
     first = outputs[0] if outputs else None
     if write is not None and action.kind == ActionKind.WRITE:
         source = (write.format or "").lower()
         saved = saved_data_source_for_format(source) if write.method == "save" else None
         if saved is not None:  # a save through a data source provider: suffixed as the driver side's handler does
-            return SAVE_INTO_DATA_SOURCE, saved.job_suffix(write.save_options()) or ""
+            mode = SAVE_MODES.get(write.mode or "", "ErrorIfExists")
+            lifecycle = save_mode_lifecycle(mode) if saved.save_mode_is_lifecycle else None
+            return ActionCommand(SAVE_INTO_DATA_SOURCE, saved.job_suffix(write.save_options()) or "", lifecycle)
         if write.table and _catalog_of(write.table) is not None:
-            command = _v2_write(write.method, write.mode)
-            return command, _v2_suffix(command, write.table)
+            return _v2(_v2_write(write.method, write.mode), write.table)
         if write.method == "saveAsTable" and write.table:
-            return CREATE_TABLE_AS_SELECT, _table_suffix(first, write.table)
+            return ActionCommand(CREATE_TABLE_AS_SELECT, _table_suffix(first, write.table), _CTAS_LIFECYCLE)
         if not source or source in FILE_WRITES or write.method == "insertInto":
-            return INSERT_FILES, _path_suffix(first)
+            return ActionCommand(INSERT_FILES, _path_suffix(first), insert_lifecycle(write.mode == "overwrite"))
     if write is not None and action.kind == ActionKind.WRITE_V2:
-        command = V2_COMMANDS.get(write.mode or "", V2_COMMANDS["append"])
-        return command, _v2_suffix(command, write.table or "")
+        return _v2(V2_COMMANDS.get(write.mode or "", V2_COMMANDS["append"]), write.table or "")
     if action.kind == ActionKind.SQL and action.sql:
         statement = classify(action.sql[0])
         if statement.kind is StatementKind.CREATE_AS_SELECT and output_tables:
             table = output_tables[0]
             if _catalog_of(table) is None:
-                return CREATE_TABLE_AS_SELECT, _table_suffix(first, table)
-            command = V2_COMMANDS["replace" if statement.replaces else "create"]
-            return command, _v2_suffix(command, table)
+                return ActionCommand(CREATE_TABLE_AS_SELECT, _table_suffix(first, table), _CTAS_LIFECYCLE)
+            return _v2(V2_COMMANDS["replace" if statement.replaces else "create"], table)
         if statement.kind is StatementKind.INSERT:
-            return INSERT_FILES, _path_suffix(first)
-    return f"{action.kind.value}_command", _path_suffix(first)
+            return ActionCommand(INSERT_FILES, _path_suffix(first), insert_lifecycle(statement.overwrites))
+    return ActionCommand(f"{action.kind.value}_command", _path_suffix(first))
 
 
-def output_lifecycle(action: ClientAction, command: str) -> LifecycleStateChange | None:
-    """What ``action`` (which runs ``command``, see :func:`action_command`) does to its output, as the driver
-    side's handler of that command says it: an overwriting insert or save OVERWRITE, a save that may create its
-    target or a CTAS CREATE, a V2 write what its node's handler says; an append nothing."""
-    write = action.write
-    if command == SAVE_INTO_DATA_SOURCE and write is not None:
-        saved = saved_data_source_for_format(write.format or "")
-        if saved is None or not saved.save_mode_is_lifecycle:
-            return None
-        return save_mode_lifecycle(SAVE_MODES.get(write.mode or "", "ErrorIfExists"))
-    if command in (INSERT_FILES, ADAPTIVE_PLAN):
-        if action.kind == ActionKind.SQL:
-            return insert_lifecycle(bool(action.sql) and classify(action.sql[0]).overwrites)
-        return insert_lifecycle(write is not None and write.mode == "overwrite")
-    if command == CREATE_TABLE_AS_SELECT:
-        return CreateTableAsSelectCommandHandler.lifecycle
-    node = V2_NODES.get(command)
-    handler = handler_for(node) if node is not None else None
+_CTAS_LIFECYCLE = CreateTableAsSelectCommandHandler.lifecycle
+
+
+def _v2(command: str, table: str) -> ActionCommand:
+    """A V2 write (Iceberg's), named as the driver side names it, doing what its logical node's handler says."""
+    handler = handler_for(V2_NODES[command])
     lifecycle = getattr(handler, "lifecycle", None)
-    return lifecycle if isinstance(lifecycle, LifecycleStateChange) else None
+    return ActionCommand(
+        command, _v2_suffix(command, table), lifecycle if isinstance(lifecycle, LifecycleStateChange) else None
+    )
 
 
 def _v2_write(method: str, mode: str | None) -> str:

@@ -39,7 +39,7 @@ from spark_lineage.config import CONF_PREFIX, LineageConfig
 from spark_lineage.connect.client.columns import dataframe_columns, merged, sql_columns
 from spark_lineage.connect.client.datasets import action_datasets, read_datasets
 from spark_lineage.connect.client.frames import LeafColumns
-from spark_lineage.connect.client.jobs import SAVE_INTO_DATA_SOURCE, action_command, output_lifecycle
+from spark_lineage.connect.client.jobs import SAVE_INTO_DATA_SOURCE, action_command
 from spark_lineage.connect.client.requests import (
     ActionKind,
     ClientAction,
@@ -149,6 +149,13 @@ def session_conf(spark: Any) -> dict[str, str]:
     return {str(key): str(value) for key, value in result.pairs if value is not None}
 
 
+def _plan() -> Any:
+    """An empty ``Plan`` of the client's protos (the ones its requests are made of: PySpark's own)."""
+    from pyspark.sql.connect.proto import base_pb2
+
+    return base_pb2.Plan()
+
+
 def session_info(spark: Any, conf: Mapping[str, str]) -> SessionInfo:
     """What the client knows of its server and its session: the server's application, from its confs."""
     client = spark.client
@@ -210,8 +217,6 @@ class ClientRuntime:
         self._unreported_ends: dict[int, str] = {}
         """Actions whose end lineage's queue had no room for, and why (their runs end ABORT with the session)."""
         self._read_schemas: dict[bytes, tuple[tuple[str, str | None], ...] | None] = {}
-        self._plan_class: Any = None
-        """The class of an ``ExecutePlanRequest``'s ``Plan`` (the client's own protos), from its first request."""
         self._shutdown_lock = threading.Lock()
         self._ended = threading.Event()
         self._original_stop: Any = None
@@ -267,7 +272,9 @@ class ClientRuntime:
         ending_first: bool = False,
     ) -> bool:
         """Stop observing, report what was observed, end the session's run as ``state`` says, within the
-        configured shutdown timeout. Never raises; True when every event was delivered."""
+        configured shutdown timeout. Never raises, but the user's own Ctrl-C (a ``KeyboardInterrupt`` on this
+        thread while it analyzes what was left), raised on once lineage has closed; True when every event was
+        delivered."""
         from spark_lineage.process import PROCESS
 
         with self._shutdown_lock:
@@ -298,6 +305,8 @@ class ClientRuntime:
                 self.client.close(max(deadline.seconds() or 0.0, 0.0))
             except Exception as exc:  # noqa: BLE001
                 self.errors.report("closing the transport", exc)
+            if self.worker.interrupted is not None:  # the user's Ctrl-C, once lineage has closed: theirs to get
+                raise self.worker.interrupted
             return analyzed and delivered
         except Exception as exc:  # noqa: BLE001 - no error of lineage's reaches the user's code
             self.errors.report("shutting lineage down", exc)
@@ -357,8 +366,6 @@ class ClientRuntime:
             self._abort_open_runs(item.time_ms)
 
     def _started(self, sent: _Sent) -> None:
-        if self._plan_class is None:
-            self._plan_class = type(sent.plan)
         with costs.stage(Stage.ANALYSIS):
             action = read_plan(sent.plan, sent.header)
             if action.kind == ActionKind.OTHER:
@@ -379,22 +386,21 @@ class ClientRuntime:
             schema = self._written_schema(action.input, errors)
             for dataset in outputs:
                 dataset.schema = schema
-        command, suffix = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
-        lifecycle = output_lifecycle(action, command)
+        runs = action_command(action, outputs, found.output_tables, adaptive=self._adaptive)
         for dataset in outputs:
-            dataset.lifecycle = lifecycle
+            dataset.lifecycle = runs.lifecycle
         column_lineage = None
         if outputs and self.config.column_lineage is not None:
             with costs.stage(Stage.COLUMN_LINEAGE):
                 try:
-                    analyzed = command == SAVE_INTO_DATA_SOURCE
+                    analyzed = runs.command == SAVE_INTO_DATA_SOURCE
                     column_lineage = self._column_lineage(action, found.output_tables, schema, errors, analyzed)
                 except Exception as error:  # noqa: BLE001 - a plan no rule foresaw must not cost the run its datasets
                     errors.append(f"column lineage failed ({one_line(error)}); the datasets are reported without it")
             for dataset in outputs:
                 dataset.column_lineage = column_lineage
-        lineage = QueryLineage(inputs=inputs, outputs=outputs, job_suffix=suffix or None, errors=errors)
-        name = self._job_name(command, suffix)
+        lineage = QueryLineage(inputs=inputs, outputs=outputs, job_suffix=runs.suffix or None, errors=errors)
+        name = self._job_name(runs.command, runs.suffix)
         facet = SparkConnectRunFacet(
             sessionId=self.session.session_id,
             userId=self.session.user or "",
@@ -414,7 +420,7 @@ class ClientRuntime:
             sent.time_ms,
             created_tables=created,
             column_lineage=column_lineage,
-            lifecycle=lifecycle,
+            lifecycle=runs.lifecycle,
         )
         self._runs[sent.token] = run
         if self._start_delay > 0:
@@ -601,7 +607,7 @@ class ClientRuntime:
 
     def _written_schema(self, relation: Any, errors: list[str]) -> list[SchemaField] | None:
         """The schema of what a write writes, asked of the server (``python.connect.resolveSchemas``)."""
-        plan = self._plan_class()
+        plan = _plan()
         plan.root.CopyFrom(relation)
         try:
             with self.tap.unobserved():
@@ -616,7 +622,7 @@ class ClientRuntime:
         key = read.SerializeToString()
         if key in self._read_schemas:
             return self._read_schemas[key]
-        plan = self._plan_class()
+        plan = _plan()
         plan.root.read.CopyFrom(read)
         try:
             with self.tap.unobserved():
