@@ -117,7 +117,11 @@ def timed_out(error: BaseException) -> bool:
 
 def yield_cpu_to_the_job() -> None:
     """Lower this thread's scheduling priority where the OS allows it per thread (Linux), so that on a busy
-    driver the job's own threads run first and lineage work takes the idle time."""
+    driver the job's own threads run first and lineage work takes the idle time.
+
+    Only where the job runs in this process (a driver's JVM, its tasks in local mode): elsewhere (a Spark
+    Connect client) nothing of the job is left to yield to, and a thread that holds the GIL at a lowered priority
+    while other processes keep the cores busy makes the user's own Python thread wait for it."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
         return
     with contextlib.suppress(OSError):
@@ -130,10 +134,10 @@ class BoundedWorker(Generic[T]):
     ``submit`` never blocks: when ``capacity`` items are waiting, the item is refused and counted, so a
     stalled backend costs bounded memory and never stalls the thread that submits.
 
-    The thread yields the CPU to the job (:func:`yield_cpu_to_the_job`): on a driver whose cores the job keeps
-    busy it runs only now and then. :meth:`close` does not wait for it to get through what is queued: once the
-    item in its hands is done, the closing thread (a user's ``disable()``, ``spark.stop()``, the exit) takes the
-    rest in order, at its own priority, within the shutdown's deadline.
+    The thread yields the CPU to the job (:func:`yield_cpu_to_the_job`, unless told the job runs elsewhere): on a
+    driver whose cores the job keeps busy it runs only now and then. :meth:`close` does not wait for it to get
+    through what is queued: once the item in its hands is done, the closing thread (a user's ``disable()``,
+    ``spark.stop()``, the exit) takes the rest in order, at its own priority, within the shutdown's deadline.
     """
 
     def __init__(
@@ -145,14 +149,17 @@ class BoundedWorker(Generic[T]):
         full_hint: str = "Raise spark.openlineage.python.queueSize or check the backend.",
         on_drop: Callable[[T, str], None] | None = None,
         timer: Callable[[], float | None] | None = None,
+        yield_cpu: bool = True,
     ) -> None:
         """``on_drop(item, why)`` is told of each item that is never processed: refused by a full queue, or
         still waiting when :meth:`close` gave up. ``timer()``, when given, runs on the worker's thread after each
         item, and again once the seconds it last returned have passed with no item (``None``: not before the next
-        item): work that is due at a time rather than on an item."""
+        item): work that is due at a time rather than on an item. ``yield_cpu``: the thread yields the CPU to the job
+        (:func:`yield_cpu_to_the_job`), where the job runs in this process."""
         self._process = process
         self._on_drop = on_drop
         self._timer = timer
+        self._yield_cpu = yield_cpu
         self._full_hint = full_hint
         self._errors = errors
         self._name = name
@@ -266,7 +273,8 @@ class BoundedWorker(Generic[T]):
             self._errors.report(f"{self._name} item", error)
 
     def _run(self) -> None:
-        yield_cpu_to_the_job()
+        if self._yield_cpu:
+            yield_cpu_to_the_job()
         due: float | None = None  # when the timer is to run again, with no item before (time.monotonic())
         while True:
             with self._changed:

@@ -155,11 +155,24 @@ class Delivery:
         held: Held | None = None,
         label: str = "spark_lineage",
         spool_setting: str = "spark.openlineage.python.spool.dir",
+        yield_cpu: bool = True,
     ) -> Delivery:
         """The delivery ``config`` describes (its spool, producer and concurrency), sending through ``client``;
-        ``spool_setting`` is what the user calls the spool directory's setting (see :func:`open_spool`)."""
+        ``spool_setting`` is what the user calls the spool directory's setting (see :func:`open_spool`);
+        ``yield_cpu``: its threads yield the CPU to the job, which runs in this process (see
+        :func:`~spark_lineage.worker.yield_cpu_to_the_job`)."""
         spool = open_spool(config, spool_setting, label=label)
-        return cls(client, spool, errors, redactor, label, config.producer, config.delivery_concurrency, held)
+        return cls(
+            client,
+            spool,
+            errors,
+            redactor,
+            label,
+            config.producer,
+            config.delivery_concurrency,
+            held,
+            yield_cpu=yield_cpu,
+        )
 
     def __init__(
         self,
@@ -171,6 +184,8 @@ class Delivery:
         producer: str | None = None,
         concurrency: int = 1,
         held: Held | None = None,
+        *,
+        yield_cpu: bool = True,
     ) -> None:
         """``label`` starts the log lines (the library the user turned on); ``producer`` (the
         ``python.producer`` setting) replaces the default producer in every event (see :func:`to_payload`);
@@ -210,7 +225,7 @@ class Delivery:
                 log.warning("%s: %s", label, redactor.text(warning))
         leave_retries_to_the_spool(transport)
         spool.remember_destination(self.destination, json.dumps(settings, sort_keys=True))
-        self.sender = Sender(spool, self.destination, transport, errors, concurrency=concurrency)
+        self.sender = Sender(spool, self.destination, transport, errors, concurrency=concurrency, yield_cpu=yield_cpu)
 
     def submit(self, event: Event) -> None:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""

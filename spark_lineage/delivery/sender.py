@@ -159,7 +159,10 @@ class Sender:
         *,
         concurrency: int = 1,
         stop_on: Callable[[BaseException], bool] | None = None,
+        yield_cpu: bool = True,
     ) -> None:
+        """``yield_cpu``: the lanes yield the CPU to the job (:func:`~spark_lineage.worker.yield_cpu_to_the_job`),
+        where the job runs in this process."""
         self.spool = spool
         self.destination = destination
         self.transport = transport
@@ -170,6 +173,7 @@ class Sender:
         """The failure ``stop_on`` said will not heal, which stopped this sender."""
         self._errors = errors
         self._stop_on = stop_on
+        self._yield_cpu = yield_cpu
         self._backoff = backoff or Backoff()
         self._base_timeout = getattr(transport, "timeout", None)
         self._slow_backend_doublings = 0
@@ -305,7 +309,8 @@ class Sender:
     # --- the lanes -------------------------------------------------------------------------------------
 
     def _run(self, lane: Lane) -> None:
-        yield_cpu_to_the_job()
+        if self._yield_cpu:
+            yield_cpu_to_the_job()
         try:
             while not self._stopping.is_set():
                 pause = self._backoff.wait_seconds()

@@ -6,6 +6,7 @@ lineage."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -692,6 +693,20 @@ def test_a_ctrl_c_while_shutdown_analyzes_what_was_left_reaches_the_user_once_li
         ("spark_connect_server.connect_session", "COMPLETE"),
     ]
     assert runtime.wait_ended(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread priorities are Linux's")
+def test_a_clients_lineage_threads_keep_the_processs_priority(recorded_runtime: Any) -> None:
+    """The job runs on the server: lineage's threads on a client yield to nothing, and at a lowered priority one
+    holding the GIL would make the user's thread wait for it while other processes keep the cores busy."""
+    runtime, _, events = recorded_runtime
+    assert events()  # the worker and the sender have run
+    threads = [runtime.worker._thread, *(lane.thread for lane in runtime.delivery.sender._lanes)]
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    assert [(t.name, os.getpriority(os.PRIO_PROCESS, t.native_id)) for t in threads] == [
+        ("spark_lineage-connect-client", process),
+        ("spark_lineage-sender", process),
+    ]
 
 
 def test_an_action_whose_end_lineages_queue_dropped_is_aborted_saying_so(recorded_runtime: Any) -> None:

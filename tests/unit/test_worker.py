@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import pytest
@@ -196,3 +197,25 @@ def test_a_ctrl_c_on_the_workers_own_thread_is_said_and_the_worker_goes_on() -> 
     assert worker.flush(10)
     assert seen == [1] and errors.counts == {"test item": 1} and worker.interrupted is None
     assert worker.close(10)
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread priorities are Linux's")
+def test_the_thread_yields_the_cpu_to_the_job_unless_the_job_runs_elsewhere() -> None:
+    """A driver's worker lowers its thread's priority (the job's threads share the cores); one that serves a
+    Spark Connect client keeps the process's (the job runs on the server)."""
+    niceness = {}
+    for yield_cpu in (True, False):
+        worker: BoundedWorker[int] = BoundedWorker(
+            "test",
+            lambda _, key=yield_cpu: niceness.__setitem__(
+                key, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            ),
+            10,
+            ErrorLog(),
+            yield_cpu=yield_cpu,
+        )
+        worker.submit(0)
+        assert worker.flush(10)
+        assert worker.close(10)
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    assert niceness == {True: min(process + 10, 19), False: process}
