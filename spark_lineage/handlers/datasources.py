@@ -1,13 +1,13 @@
 """``df.write.format(...).save()`` to a data source that is not a file format: ``SaveIntoDataSourceCommand``.
 
 What the command writes depends on its data source. Each provider plugs in as one small
-:class:`SavedDataSource` (the JDBC one lives in :mod:`spark_lineage.handlers.jdbc`), registered with
-:func:`saved_data_source`; the command's handler finds it by the provider's class name and reads only the
+:class:`DataSourceProvider` (the JDBC one lives in :mod:`spark_lineage.handlers.jdbc`), registered with
+:func:`data_source_provider`; the command's handler finds it by the provider's class name and reads only the
 options it names, so that other options (passwords) never leave the JVM.
 
 A Spark Connect client sees a read's or a save's format and options, not the provider's class: it finds the same
-:class:`SavedDataSource` by format (:func:`saved_data_source_for_format`) and names what it reads and writes
-through it (:meth:`SavedDataSource.read_datasets`, :meth:`SavedDataSource.dataset`), so that both sides name a
+:class:`DataSourceProvider` by format (:func:`provider_for_format`) and names what it reads and writes
+through it (:meth:`DataSourceProvider.read_datasets`, :meth:`DataSourceProvider.dataset`), so that both sides name a
 table or a topic in one place.
 """
 
@@ -26,7 +26,7 @@ from spark_lineage.plan import CapturedNode, CatalystNode, Probe, simple_class_n
 from spark_lineage.registry import Registrar, Registry
 
 
-class SavedDataSource:
+class DataSourceProvider:
     """What one data source provider writes, from the options of its save (and what a read through it names,
     from the read's options, for a Spark Connect client: the driver side reads the read's relation)."""
 
@@ -59,22 +59,22 @@ class SavedDataSource:
         return None
 
 
-SOURCES: Registry[SavedDataSource] = Registry("saved data source")
+SOURCES: Registry[DataSourceProvider] = Registry("data source provider")
 
 
-saved_data_source = Registrar(SOURCES, "providers")
-"""Class decorator: serve saves through every provider the class lists (``@saved_data_source(replace=True)`` in
+data_source_provider = Registrar(SOURCES, "providers")
+"""Class decorator: serve saves through every provider the class lists (``@data_source_provider(replace=True)`` in
 a built-in one's place)."""
 
 
-def saved_data_source_for_format(name: str) -> SavedDataSource | None:
+def provider_for_format(name: str) -> DataSourceProvider | None:
     """The source a save with ``format(name)`` goes through (any case), if one answers to that name."""
     return SOURCES.derived(_by_format).get(name.lower())
 
 
-def _by_format(sources: list[SavedDataSource]) -> dict[str, SavedDataSource]:
+def _by_format(sources: list[DataSourceProvider]) -> dict[str, DataSourceProvider]:
     """Each format's source (the first registered that answers to it)."""
-    by_format: dict[str, SavedDataSource] = {}
+    by_format: dict[str, DataSourceProvider] = {}
     for source in sources:
         for name in source.formats:
             by_format.setdefault(name, source)
@@ -87,7 +87,7 @@ def naming_option_keys() -> frozenset[str]:
     return SOURCES.derived(_option_keys)
 
 
-def _option_keys(sources: list[SavedDataSource]) -> frozenset[str]:
+def _option_keys(sources: list[DataSourceProvider]) -> frozenset[str]:
     keys = {"path"}
     for source in sources:
         keys |= source.option_keys | source.read_option_keys
@@ -103,7 +103,7 @@ _LIFECYCLE_BY_MODE = {
 
 def save_mode_lifecycle(mode: str) -> LifecycleStateChange | None:
     """What a save in Spark's ``SaveMode`` ``mode`` (``Overwrite``, ``Append``...) does to the target of a source
-    whose save mode says so (:attr:`SavedDataSource.save_mode_is_lifecycle`)."""
+    whose save mode says so (:attr:`DataSourceProvider.save_mode_is_lifecycle`)."""
     return _LIFECYCLE_BY_MODE.get(mode)
 
 
@@ -145,6 +145,6 @@ class SaveIntoDataSourceCommandHandler(NodeHandler):
         return node.plan_field("query")
 
     @staticmethod
-    def _source(node: CapturedNode) -> SavedDataSource | None:
+    def _source(node: CapturedNode) -> DataSourceProvider | None:
         provider = node.get("provider")
         return SOURCES.get(simple_class_name(provider)) if provider else None

@@ -27,7 +27,7 @@ from openlineage.client.generated.lifecycle_state_change_dataset import Lifecycl
 from spark_lineage import naming
 from spark_lineage.facets import PRODUCER, catalog_facet
 from spark_lineage.handlers.base import NodeHandler, schema_fields, table_dataset
-from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
+from spark_lineage.handlers.datasources import DataSourceProvider, data_source_provider
 from spark_lineage.handlers.iceberg import V2TableFormat, v2_table_format
 from spark_lineage.handlers.registry import register
 from spark_lineage.handlers.relations import HadoopFsRelationHandler
@@ -84,8 +84,8 @@ def describe_delta(dataset: DatasetLineage, *, version: Any = None, catalog: str
 # --- path saves: df.write.format("delta").save(path) ------------------------------------------------------
 
 
-@saved_data_source
-class DeltaSave(SavedDataSource):
+@data_source_provider
+class DeltaSave(DataSourceProvider):
     """``df.write.format("delta").save(path)``: the table at ``path``."""
 
     providers = ("DeltaDataSource",)

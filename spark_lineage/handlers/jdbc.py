@@ -17,7 +17,7 @@ from functools import lru_cache
 from spark_lineage import naming
 from spark_lineage.extras import install_hint
 from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
-from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
+from spark_lineage.handlers.datasources import DataSourceProvider, data_source_provider
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, InputColumn, SchemaField
 from spark_lineage.naming import DatasetIdentifier
@@ -52,8 +52,8 @@ class JDBCRelationHandler(NodeHandler):
         return _read(node).columns
 
 
-@saved_data_source
-class JdbcSave(SavedDataSource):
+@data_source_provider
+class JdbcSave(DataSourceProvider):
     """``df.write.jdbc(url, table)`` and ``format("jdbc").save()``: the table ``dbtable`` names."""
 
     providers = ("JdbcRelationProvider",)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from spark_lineage import naming
 from spark_lineage.handlers.base import NodeHandler, lowercase_options, schema_fields
-from spark_lineage.handlers.datasources import SavedDataSource, saved_data_source
+from spark_lineage.handlers.datasources import DataSourceProvider, data_source_provider
 from spark_lineage.handlers.registry import register
 from spark_lineage.lineage import AnalysisContext, DatasetLineage, SchemaField
 from spark_lineage.naming import DatasetIdentifier
@@ -49,8 +49,8 @@ class KafkaRelationHandler(NodeHandler):
         return datasets
 
 
-@saved_data_source
-class KafkaSave(SavedDataSource):
+@data_source_provider
+class KafkaSave(DataSourceProvider):
     """``df.write.format("kafka").option("topic", t).save()``: the topic. Rows that name their own topic (a
     ``topic`` column, no option) go to topics known only to the data: no output then. The job name has no
     suffix, as openlineage-spark names it."""

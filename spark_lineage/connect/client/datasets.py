@@ -1,7 +1,7 @@
 """The datasets a Spark Connect client's action names, as the driver side names them.
 
 Paths are named by :mod:`spark_lineage.naming`, and what a read or save through a data source provider (JDBC,
-Kafka, Delta) names by the driver side's :class:`~spark_lineage.handlers.datasources.SavedDataSource` for that
+Kafka, Delta) names by the driver side's :class:`~spark_lineage.handlers.datasources.DataSourceProvider` for that
 format, from the same options, so that what a client reads has the identity the server would give it. Tables
 are names as the user wrote them (``t``, ``db.t``, ``cat.db.t``): the server's catalog knows where they live,
 and a table's dataset is its location there, so they are left to be resolved (:attr:`ActionDatasets.tables`).
@@ -19,7 +19,7 @@ from spark_lineage import naming
 from spark_lineage.connect.client.requests import ClientAction, ReadSource, WriteTarget
 from spark_lineage.connect.client.statements import StatementKind, classify
 from spark_lineage.extras import install_hint
-from spark_lineage.handlers.datasources import saved_data_source_for_format
+from spark_lineage.handlers.datasources import provider_for_format
 from spark_lineage.naming import DatasetIdentifier
 
 FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "xml", "delta"})
@@ -70,7 +70,7 @@ def _read(read: ReadSource, found: ActionDatasets) -> None:
     if read.table is not None:
         found.input_tables.append(read.table)
         return
-    source = saved_data_source_for_format(read.format) if read.format else None
+    source = provider_for_format(read.format) if read.format else None
     named = source.read_datasets(read.options, found.unnamed) if source is not None else None
     if named is not None:
         found.inputs.extend(named)
@@ -82,7 +82,7 @@ def _write(write: WriteTarget, found: ActionDatasets) -> None:
     if write.table is not None:
         found.output_tables.append(write.table)
         return
-    source = saved_data_source_for_format(write.format) if write.format else None
+    source = provider_for_format(write.format) if write.format else None
     if source is not None:
         dataset = source.dataset(write.save_options(), None, found.unnamed)
         found.outputs.extend([dataset.identifier] if dataset is not None else [])

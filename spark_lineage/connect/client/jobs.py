@@ -20,7 +20,7 @@ from spark_lineage import naming
 from spark_lineage.connect.client.datasets import FILE_WRITES
 from spark_lineage.connect.client.requests import ActionKind, ClientAction
 from spark_lineage.connect.client.statements import StatementKind, classify
-from spark_lineage.handlers.datasources import save_mode_lifecycle, saved_data_source_for_format
+from spark_lineage.handlers.datasources import provider_for_format, save_mode_lifecycle
 from spark_lineage.handlers.registry import handler_for
 from spark_lineage.handlers.writes import CreateTableAsSelectCommandHandler, insert_lifecycle
 from spark_lineage.lineage import DatasetLineage
@@ -84,7 +84,7 @@ def _command(action: ClientAction, outputs: list[DatasetLineage], output_tables:
     first = outputs[0] if outputs else None
     if write is not None and action.kind == ActionKind.WRITE:
         source = (write.format or "").lower()
-        saved = saved_data_source_for_format(source) if write.method == "save" else None
+        saved = provider_for_format(source) if write.method == "save" else None
         if saved is not None:  # a save through a data source provider: suffixed as the driver side's handler does
             mode = SAVE_MODES.get(write.mode or "", "ErrorIfExists")
             lifecycle = save_mode_lifecycle(mode) if saved.save_mode_is_lifecycle else None
