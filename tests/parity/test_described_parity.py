@@ -3,9 +3,9 @@ both agents: each transformation's description (Spark's SQL of the expression or
 be the reference's too, but for the differences ``allowed_differences.toml`` lists for runs with descriptions.
 
 The reference's transformation types depend on its descriptions (two steps that describe the same thing
-merge differently), so this is a run of its own, on one line (``ONE_LINE_SUITES`` in scripts/test): what
-differs from one Spark line to the next is the plans, which the main suite holds to the reference's on every
-line."""
+merge differently), so this is a run of its own, on one line (``ONE_LINE_SUITES`` in scripts/test): 4.0,
+where the main suite does not run (this run holds that line's plans to the reference's as the main suite
+would, and each description besides)."""
 
 from __future__ import annotations
 

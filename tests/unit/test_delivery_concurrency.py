@@ -183,14 +183,14 @@ def test_http_lanes_are_copies_with_their_own_session_and_other_transports_get_o
 
 
 @pytest.mark.once
-def test_a_backend_taking_1_s_per_request_gets_200_events_in_run_order_within_the_concurrency_bound(
+def test_a_backend_taking_1_s_per_request_gets_80_events_in_run_order_within_the_concurrency_bound(
     tmp_path: Path,
 ) -> None:
-    """40 runs of 5 events (200, interleaved as a busy job spools them) and the application's START and COMPLETE,
-    to a backend that takes 1 s per request. One at a time that is 202 s; with concurrency 8 (8 rather than the
+    """16 runs of 5 events (80, interleaved as a busy job spools them) and the application's START and COMPLETE,
+    to a backend that takes 1 s per request. One at a time that is 82 s; with concurrency 8 (8 rather than the
     default 4, to keep this test short) the runs go 8 at a time, each run's events one after the other:
-    ceil(40 / 8) = 5 waves of 5 events of 1 s, plus the application's two events alone, about 27 s."""
-    seconds, concurrency, runs = 1.0, 8, 40
+    ceil(16 / 8) = 2 waves of 5 events of 1 s, plus the application's two events alone, about 12 s."""
+    seconds, concurrency, runs = 1.0, 8, 16
     receiver = LineageReceiver(delay_seconds=seconds)
     spool = Spool(tmp_path)
     try:
