@@ -85,7 +85,7 @@ def describe_delta(dataset: DatasetLineage, *, version: Any = None, catalog: str
 
 
 @data_source_provider
-class DeltaSave(DataSourceProvider):
+class DeltaProvider(DataSourceProvider):
     """``df.write.format("delta").save(path)``: the table at ``path``."""
 
     providers = ("DeltaDataSource",)

@@ -53,8 +53,9 @@ class JDBCRelationHandler(NodeHandler):
 
 
 @data_source_provider
-class JdbcSave(DataSourceProvider):
-    """``df.write.jdbc(url, table)`` and ``format("jdbc").save()``: the table ``dbtable`` names."""
+class JdbcProvider(DataSourceProvider):
+    """``df.write.jdbc(url, table)`` and ``format("jdbc").save()``: the table ``dbtable`` names; and, for a Spark
+    Connect client, what a JDBC read's options name."""
 
     providers = ("JdbcRelationProvider",)
     formats = ("jdbc",)

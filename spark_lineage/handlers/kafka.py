@@ -50,10 +50,11 @@ class KafkaRelationHandler(NodeHandler):
 
 
 @data_source_provider
-class KafkaSave(DataSourceProvider):
+class KafkaProvider(DataSourceProvider):
     """``df.write.format("kafka").option("topic", t).save()``: the topic. Rows that name their own topic (a
     ``topic`` column, no option) go to topics known only to the data: no output then. The job name has no
-    suffix, as openlineage-spark names it."""
+    suffix, as openlineage-spark names it. For a Spark Connect client, also the topics a Kafka read's options
+    name."""
 
     providers = ("KafkaSourceProvider",)
     formats = ("kafka",)

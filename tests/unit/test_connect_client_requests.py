@@ -154,7 +154,7 @@ SQL_SERVER = {"url": "jdbc:sqlserver://db.example.com:1433", "databasename": "sh
 @pytest.mark.parametrize(
     ("action", "named", "unnamed"),
     [
-        # SQL Server takes the database from the databaseName option: the driver side's JdbcSave and
+        # SQL Server takes the database from the databaseName option: the driver side's JdbcProvider and
         # JDBCRelation handler name it so, and so does the client now that it asks the same source.
         (
             ClientAction(
