@@ -204,7 +204,10 @@ class IcebergLineage:
 
     def close(self, timeout: float | None) -> bool:
         """Stop capturing at once, then deliver what was captured within ``timeout`` seconds: what the backend
-        has not taken by then stays in the spool (the delivery logs one line saying how to replay it)."""
+        has not taken by then stays in the spool (the delivery logs one line saying how to replay it). A Ctrl-C
+        while what waits is made into events, on this thread, ends that (what is left is counted in a warning),
+        and is raised once lineage has closed, but not at the process's exit (see
+        :meth:`~spark_lineage.worker.BoundedWorker.raise_interrupt`)."""
         if self.closed:
             return True
         self.closed = True
@@ -218,16 +221,16 @@ class IcebergLineage:
         except Exception as error:  # noqa: BLE001 - closing never fails the caller (often atexit)
             self.errors.report("closing the delivery", error)
             delivered = False
-        if not handed_over and self.worker.interrupted is None:
+        if not handed_over:
+            interrupted = self.worker.interrupted is not None
             log.warning(
-                "iceberg_facets: %d captured operations were not yet made into lineage events after %.1f s; "
-                "they are lost (raise shutdown_timeout)",
+                "iceberg_facets: %d captured operations were not yet made into lineage events %s; they are lost%s",
                 self.worker.dropped - dropped,
-                timeout or 0.0,
+                "when a KeyboardInterrupt ended the closing" if interrupted else f"after {timeout or 0.0:.1f} s",
+                "" if interrupted else " (raise shutdown_timeout)",
             )
         self.errors.summarize(skip=undelivered)
-        if self.worker.interrupted is not None:  # the user's Ctrl-C, once lineage has closed: theirs to get
-            raise self.worker.interrupted
+        self.worker.raise_interrupt()
         return handed_over and delivered
 
 

@@ -198,9 +198,9 @@ class LineageProcess:
             runtime.flush(deadline.seconds(), past_refusals=past_refusals)
 
     def disable_all(self) -> None:
-        """Turn lineage off for every session of this process."""
-        for runtime in self.live_runtimes():
-            runtime.shutdown(RunState.COMPLETE)
+        """Turn lineage off for every session of this process (a Ctrl-C that ended one's closing is raised once
+        every one is off)."""
+        _each_shut_down(self.live_runtimes())
 
     # --- the ends of the process, the context and the JVM -------------------------------------------------
 
@@ -212,10 +212,11 @@ class LineageProcess:
         original = spark_context.stop
 
         def stop(*args: Any, **kwargs: Any) -> Any:
-            for runtime in self.live_runtimes():
-                if runtime.context_id == id(spark_context):
-                    runtime.shutdown(RunState.COMPLETE)
-            return original(*args, **kwargs)
+            try:
+                _each_shut_down([r for r in self.live_runtimes() if r.context_id == id(spark_context)])
+            finally:  # the context stops even when the user's Ctrl-C ended lineage's part, which is raised after
+                stopped = original(*args, **kwargs)
+            return stopped
 
         stop._spark_lineage_wrapped = True  # type: ignore[attr-defined]
         spark_context.stop = stop
@@ -240,6 +241,19 @@ class LineageProcess:
         for runtime in self.live_runtimes():
             if runtime.jvm_gone:
                 runtime.shutdown(ending.state, error=ending.error, ending_first=ending.ending_first)
+
+
+def _each_shut_down(runtimes: list[Runtime]) -> None:
+    """Shut each of ``runtimes`` down, ending its application run COMPLETE. The user's Ctrl-C that ended one's
+    closing (raised on by its ``shutdown``) is raised once every one is shut down: the others still close."""
+    interrupt: KeyboardInterrupt | None = None
+    for runtime in runtimes:
+        try:
+            runtime.shutdown(RunState.COMPLETE)
+        except KeyboardInterrupt as error:
+            interrupt = interrupt or error
+    if interrupt is not None:
+        raise interrupt
 
 
 PROCESS = LineageProcess()

@@ -311,7 +311,8 @@ class LineageRuntime:
         """Unregister, drain, end the application run as ``state`` says, and close the client, all within the
         configured shutdown timeout. Never raises (it runs inside ``spark.stop()``, ``disable()``, exit hooks and
         signal handlers): whatever fails is said once; only the user's own Ctrl-C (a ``KeyboardInterrupt`` on this
-        thread while it analyzes what was left) is raised on, once lineage has closed. ``ending_first``: the
+        thread while it analyzes what was left) is raised on, once lineage has closed, but not at the process's
+        exit (see :meth:`~spark_lineage.worker.BoundedWorker.raise_interrupt`). ``ending_first``: the
         process is dying, so the application run's terminal event is spooled before anything else, and a replay
         delivers it whatever happens next. Returns whether every event was delivered (what was not waits in the
         spool); True when already shut down."""
@@ -371,9 +372,8 @@ class LineageRuntime:
         except Exception as exc:  # noqa: BLE001
             self.errors.report("closing the transport", exc)
         PROCESS.remove(self)
-        for worker in (self.analysis_worker, self.stream_worker):
-            if worker.interrupted is not None:  # the user's Ctrl-C, once lineage has closed: theirs to get
-                raise worker.interrupted
+        self.analysis_worker.raise_interrupt()
+        self.stream_worker.raise_interrupt()
         return analyzed and delivered and not self._unread
 
     def _add_job_listener(self) -> None:

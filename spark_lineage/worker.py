@@ -174,15 +174,14 @@ class BoundedWorker(Generic[T]):
         self.dropped = 0
         self.interrupted: KeyboardInterrupt | None = None
         """The user's interrupt (Ctrl-C) that ended :meth:`close`'s take-over, for its caller to raise again once
-        lineage's own closing is done: the interrupt is the user's, not lineage's to swallow."""
+        lineage's own closing is done (:meth:`raise_interrupt`): the interrupt is the user's, not lineage's to
+        swallow."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, item: T) -> bool:
         with self._changed:
-            if len(self._items) < self._capacity and not self._closing:
-                self._items.append(item)
-                self._changed.notify_all()
+            if self._queued(item):
                 return True
             self.dropped += 1
             closing = self._closing
@@ -196,6 +195,23 @@ class BoundedWorker(Generic[T]):
             + self._full_hint,
         )
         return False
+
+    def submit_within(self, item: T, timeout: float | None) -> bool:
+        """Submit ``item`` once the queue has room, waiting for it at most ``timeout`` seconds: for a caller that
+        waits anyway (a flush's own request). False when there was no room by then, or the worker has stopped;
+        nothing is said nor counted then, as no lineage was lost (the caller says what its item was for)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            self._wait(lambda: len(self._items) < self._capacity or self._closing, deadline)
+            return self._queued(item)
+
+    def _queued(self, item: T) -> bool:
+        """Queue ``item`` (holding ``_changed``) if there is room and the worker still runs."""
+        if len(self._items) >= self._capacity or self._closing:
+            return False
+        self._items.append(item)
+        self._changed.notify_all()
+        return True
 
     @property
     def backlog(self) -> int:
@@ -238,6 +254,16 @@ class BoundedWorker(Generic[T]):
                 return False
         return done
 
+    def raise_interrupt(self) -> None:
+        """Raise the user's interrupt that ended :meth:`close`'s take-over (:attr:`interrupted`), once; for the
+        caller of :meth:`close`, once lineage's own closing is done. Not while the interpreter exits (the main
+        thread has finished: an exit hook closed lineage): the Ctrl-C then only cut the exit's analysis short,
+        what it left is counted as lost, the exit goes on, and Python would only print the interrupt as an
+        exception ignored in an exit hook."""
+        interrupt, self.interrupted = self.interrupted, None
+        if interrupt is not None and threading.main_thread().is_alive():
+            raise interrupt
+
     def _abandon(self, items: list[T], why: str) -> None:
         for item in items:
             self.dropped += 1
@@ -265,11 +291,9 @@ class BoundedWorker(Generic[T]):
         thread that closes the worker: the user's), a ``KeyboardInterrupt``, which is raised on."""
         try:
             self._process(item)
-        except KeyboardInterrupt as error:
-            if interruptible:
+        except BaseException as error:  # the worker outlives any single item
+            if interruptible and isinstance(error, KeyboardInterrupt):
                 raise
-            self._errors.report(f"{self._name} item", error)
-        except BaseException as error:  # noqa: BLE001 - the worker outlives any single item
             self._errors.report(f"{self._name} item", error)
 
     def _run(self) -> None:

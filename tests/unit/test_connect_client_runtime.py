@@ -451,6 +451,7 @@ class FakeConnectSession:
         self.effects: dict[str, Any] = {}
         self.failures: dict[str, BaseException] = {}
         self.asked: list[str] = []
+        self.stopped = False
         session = self
 
         class Client:
@@ -483,6 +484,7 @@ class FakeConnectSession:
 
     def stop(self) -> None:
         """The session's own stop."""
+        self.stopped = True
 
 
 def _described(table: str) -> list[Any]:
@@ -629,7 +631,10 @@ def test_an_action_that_ends_within_the_start_delay_spools_its_start_with_its_en
     sent_ms = int(time.time() * 1000)
     time.sleep(0.05)
     assert list(stream) == []
-    start, complete = events()[1:]
+    sent = events()
+    for event in sent:
+        validate_event(event)
+    start, complete = sent[1:]
     assert batches == [["START", "COMPLETE"]]
     assert (start["eventType"], complete["eventType"]) == ("START", "COMPLETE")
     assert before_ms <= _epoch_ms(start["eventTime"]) <= sent_ms < _epoch_ms(complete["eventTime"])
@@ -650,10 +655,21 @@ def test_an_action_still_running_has_its_start_spooled_before_its_end(tmp_path: 
             time.sleep(0.01)
         assert batches == [["START"]]
         assert list(stream) == []
-        assert [e["eventType"] for e in events()[1:]] == ["START", "COMPLETE"]
+        sent = events()
+        assert [e["eventType"] for e in sent[1:]] == ["START", "COMPLETE"]
         assert batches == [["START"], ["COMPLETE"]]
+        for event in sent:
+            validate_event(event)
     finally:
         handle.disable(timeout=10)
+
+
+def _written(directory: Any) -> list[dict[str, Any]]:
+    """The events the file transport of :func:`_make_runtime` wrote in ``directory``, each validated."""
+    sent = [json.loads(line) for line in (directory / "events.jsonl").read_text().splitlines()]
+    for event in sent:
+        validate_event(event)
+    return sent
 
 
 def _epoch_ms(event_time: str) -> int:
@@ -662,37 +678,104 @@ def _epoch_ms(event_time: str) -> int:
     return round(datetime.fromisoformat(event_time.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+@pytest.mark.parametrize("closed_by", ["disable", "stop"])
 def test_a_ctrl_c_while_shutdown_analyzes_what_was_left_reaches_the_user_once_lineage_has_closed(
-    tmp_path: Any,
+    tmp_path: Any, closed_by: str
 ) -> None:
     """``disable()`` or ``spark.stop()`` analyzes what still waits on the user's thread; a Ctrl-C there ends that
-    (what is left is counted), the session's run still ends and is delivered, and then the interrupt is the
-    user's again."""
-    import threading
-
-    runtime, _, _, _ = _make_runtime(tmp_path)
-    gate = threading.Event()
-
-    def process(item: Any) -> None:
-        if item == "hold":
-            gate.wait(10)
-        elif item == "interrupt":
-            raise KeyboardInterrupt
-
-    runtime.worker._process = process
-    runtime.worker.submit("hold")
-    while runtime.worker.backlog:  # the worker's thread holds it
-        time.sleep(0.01)
-    runtime.worker.submit("interrupt")
-    threading.Timer(0.2, gate.set).start()
+    (what is left is counted), the session's run still ends and is delivered, the session's own ``stop()`` still
+    runs, and then the interrupt is the user's again, once."""
+    runtime, spark, _, handle = _make_runtime(tmp_path)
+    _interrupted_on_the_users_thread(runtime)
     with pytest.raises(KeyboardInterrupt):
-        runtime.shutdown(RunState.COMPLETE)
-    sent = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    assert [(e["job"]["name"], e["eventType"]) for e in sent] == [
+        if closed_by == "disable":
+            handle.disable()
+        else:
+            spark.stop()
+    assert spark.stopped == (closed_by == "stop")
+    assert [(e["job"]["name"], e["eventType"]) for e in _written(tmp_path)] == [
         ("spark_connect_server.connect_session", "START"),
         ("spark_connect_server.connect_session", "COMPLETE"),
     ]
     assert runtime.wait_ended(0)
+    assert runtime.worker.interrupted is None and handle.disable() is True, "raised once"
+
+
+def _interrupted_on_the_users_thread(runtime: Any) -> None:
+    """Hold the runtime's worker on its own thread until lineage closes, with an action sent after: the thread
+    that closes lineage (the user's, the main one) takes that action over, and a Ctrl-C comes while it analyzes
+    it."""
+    from spark_lineage.connect.client.runtime import _Sent
+    from tests.unit.test_worker import hold_until_closed
+
+    hold_until_closed(runtime.worker, lambda item: isinstance(item, _Sent))
+    _, stream = _send(runtime.spark, "insert_into")
+    assert next(stream) == "schema"  # sent: its _Sent waits behind the hold
+
+
+AT_EXIT = """
+import sys
+from pathlib import Path
+from tests.unit.test_connect_client_runtime import _interrupted_on_the_users_thread, _make_runtime
+
+runtime, _, _, _ = _make_runtime(Path(sys.argv[1]))
+_interrupted_on_the_users_thread(runtime)
+print("exiting", flush=True)
+"""
+
+
+def test_a_ctrl_c_while_the_exit_analyzes_what_was_left_is_counted_and_not_raised_again(tmp_path: Any) -> None:
+    """At the process's exit (lineage's exit hook), a Ctrl-C only cuts the exit's analysis short: the action it
+    left is counted in the closing line, the session's run still ends, and the exit goes on with no traceback."""
+    from tests.unit.test_worker import run_to_exit
+
+    if "spark-4.3" not in VERSIONS:
+        pytest.skip("the recorded requests of PySpark 4.3 need its protos")
+    result = run_to_exit(AT_EXIT, str(tmp_path))
+    assert (result.returncode, result.stdout) == (0, "exiting\n"), result.stderr
+    (closing_line,) = result.stderr.splitlines()  # nothing else: no traceback
+    lost = "1 lost (jobs (a Spark Connect action)): not analyzed: shutdown was interrupted (KeyboardInterrupt)"
+    assert lost in closing_line
+    assert [(e["job"]["name"], e["eventType"]) for e in _written(tmp_path)] == [
+        ("spark_connect_server.connect_session", "START"),
+        ("spark_connect_server.connect_session", "COMPLETE"),
+    ]
+
+
+def test_a_flush_waits_for_room_in_a_full_queue_and_returns_once_the_starts_held_are_delivered(
+    tmp_path: Any,
+) -> None:
+    """``flush()``'s own request to spool the STARTs held waits for room in lineage's full queue, within its
+    timeout: it is no lineage dropped (no "queue full" warning, nothing counted), and flush is True only once
+    those STARTs are delivered."""
+    import threading
+
+    runtime, spark, _, handle = _make_runtime(tmp_path, queue_size=2, connect_start_delay_millis=600_000.0)
+    try:
+        _, stream = _send(spark, "insert_into")
+        assert next(stream) == "schema"  # sent, and left unread: its START is held
+        assert runtime.worker.flush(10)
+        gate = threading.Event()
+        analyze = runtime.worker._process
+
+        def process(item: Any) -> None:
+            if item == "hold":
+                gate.wait(10)
+            elif item != "filler":
+                analyze(item)
+
+        runtime.worker._process = process
+        runtime.worker.submit("hold")
+        while runtime.worker.backlog:  # the worker's thread holds it
+            time.sleep(0.01)
+        assert runtime.worker.submit("filler") and runtime.worker.submit("filler")  # the queue is full
+        assert not handle.flush(0.1), "no room came within the flush's time"
+        threading.Timer(0.2, gate.set).start()
+        assert handle.flush(30)
+        assert [e["eventType"] for e in _written(tmp_path)] == ["START", "START"]
+        assert (runtime.worker.dropped, runtime.errors.counts) == (0, {})
+    finally:
+        handle.disable(timeout=10)
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread priorities are Linux's")
@@ -763,11 +846,14 @@ def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
     runtime.worker.flush(10)
     # Each START was held for its end (python.connect.startDelayMillis): the evicted run's goes with its ABORT,
     # the other's when the events are flushed.
-    assert [(e["job"]["name"].rsplit(".", 1)[1], e["eventType"]) for e in events()[1:]] == [
+    sent = events()
+    assert [(e["job"]["name"].rsplit(".", 1)[1], e["eventType"]) for e in sent[1:]] == [
         ("wh_t_out", "START"),
         ("wh_t_out", "ABORT"),
         ("data_out", "START"),
     ]
+    for event in sent:
+        validate_event(event)
 
 
 def test_with_resolve_schemas_a_write_asks_the_server_for_the_schema_it_writes(tmp_path: Any) -> None:

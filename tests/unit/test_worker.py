@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,6 +186,73 @@ def test_a_ctrl_c_on_the_closing_thread_ends_the_take_over_counts_what_is_left_a
     why = "shutdown was interrupted (KeyboardInterrupt) before it was analyzed"
     assert (seen, told) == ([0, 1], [(2, why), (3, why), (4, why)])
     assert worker.dropped == 3
+    with pytest.raises(KeyboardInterrupt):
+        worker.raise_interrupt()
+    worker.raise_interrupt()  # once
+    assert worker.interrupted is None
+
+
+HOLD = "hold"
+
+
+def hold_until_closed(worker: BoundedWorker[Any], interrupted: Callable[[Any], bool]) -> None:
+    """Hold ``worker``'s own thread until the worker is closed, so that the thread that closes it (the main one)
+    takes over what is submitted after; there, an item that ``interrupted`` accepts meets a Ctrl-C (a
+    ``KeyboardInterrupt``) while it is processed."""
+    process = worker._process
+
+    def held(item: Any) -> None:
+        if item == HOLD:
+            deadline = time.monotonic() + 30
+            while not worker._closing and time.monotonic() < deadline:
+                time.sleep(0.01)
+        elif interrupted(item) and threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt
+        else:
+            process(item)
+
+    worker._process = held
+    worker.submit(HOLD)
+    while worker.backlog:  # the worker's thread holds it
+        time.sleep(0.01)
+
+
+AT_EXIT = """
+import atexit
+from spark_lineage.worker import BoundedWorker, ErrorLog
+from tests.unit.test_worker import hold_until_closed
+
+worker = BoundedWorker(
+    "test", lambda item: print("analyzed", item), 10, ErrorLog(), on_drop=lambda item, why: print("lost", item, why)
+)
+
+def close():
+    worker.close(10)
+    worker.raise_interrupt()
+    print("closed", flush=True)
+
+atexit.register(close)
+hold_until_closed(worker, lambda item: item == 1)
+for item in range(3):
+    worker.submit(item)
+"""
+
+
+def run_to_exit(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (which may import the tests) in a fresh interpreter to its exit, exit hooks included."""
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=root, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_a_ctrl_c_while_an_exit_hook_closes_the_worker_is_not_raised_again() -> None:
+    """At the process's exit the interrupt only cut the exit's analysis short: what was left is counted, the exit
+    goes on, and no traceback follows (Python prints an exception raised in an exit hook as ignored)."""
+    result = run_to_exit(AT_EXIT)
+    why = "shutdown was interrupted (KeyboardInterrupt) before it was analyzed"
+    printed = f"analyzed 0\nlost 1 {why}\nlost 2 {why}\nclosed\n"
+    assert (result.returncode, result.stdout, result.stderr) == (0, printed, "")
 
 
 def test_a_ctrl_c_on_the_workers_own_thread_is_said_and_the_worker_goes_on() -> None:
@@ -219,3 +292,31 @@ def test_the_thread_yields_the_cpu_to_the_job_unless_the_job_runs_elsewhere() ->
         assert worker.close(10)
     process = os.getpriority(os.PRIO_PROCESS, 0)
     assert niceness == {True: min(process + 10, 19), False: process}
+
+
+def test_an_item_submitted_within_a_timeout_waits_for_room_and_is_neither_said_nor_counted_when_none_came() -> None:
+    """A caller that waits anyway (a flush's own request) is given room when the queue has some within its time;
+    when it has none, its item is refused without the "queue full" warning and is not counted as lost lineage."""
+    gate = threading.Event()
+    seen: list[int] = []
+    errors = ErrorLog()
+
+    def process(item: int) -> None:
+        if item == 0:
+            gate.wait(10)
+        seen.append(item)
+
+    worker: BoundedWorker[int] = BoundedWorker("test", process, 1, errors)
+    worker.submit(0)
+    while worker.backlog:  # the worker's thread holds item 0
+        threading.Event().wait(0.01)
+    assert worker.submit(1)  # the queue is full now
+    assert not worker.submit_within(2, 0.05)
+    assert (worker.dropped, errors.counts) == (0, {})
+    threading.Timer(0.2, gate.set).start()
+    assert worker.submit_within(3, 10)
+    assert worker.flush(10)
+    assert seen == [0, 1, 3]
+    assert worker.close(10)
+    assert not worker.submit_within(4, 10), "a worker that has stopped takes nothing, and says nothing"
+    assert (worker.dropped, errors.counts) == (0, {})

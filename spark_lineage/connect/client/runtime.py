@@ -258,10 +258,14 @@ class ClientRuntime:
         return False
 
     def flush(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
+        """Analyze and deliver what is queued, every START held included, within ``timeout``; True once all of it
+        was delivered."""
         deadline = Deadline(timeout)
-        self.worker.submit(_Release())
+        # The flush's own request waits for room in a full queue (it is no lineage to drop); once lineage has
+        # ended, no START is held (its end spooled them).
+        released = self.worker.submit_within(_Release(), deadline.seconds()) or not self.active
         analyzed = self.worker.flush(deadline.seconds())
-        return self.delivery.flush(deadline.seconds(), past_refusals=past_refusals) and analyzed
+        return self.delivery.flush(deadline.seconds(), past_refusals=past_refusals) and analyzed and released
 
     def shutdown(
         self,
@@ -274,8 +278,8 @@ class ClientRuntime:
     ) -> bool:
         """Stop observing, report what was observed, end the session's run as ``state`` says, within the
         configured shutdown timeout. Never raises, but the user's own Ctrl-C (a ``KeyboardInterrupt`` on this
-        thread while it analyzes what was left), raised on once lineage has closed; True when every event was
-        delivered."""
+        thread while it analyzes what was left), raised on once lineage has closed (not at the process's exit:
+        see :meth:`~spark_lineage.worker.BoundedWorker.raise_interrupt`); True when every event was delivered."""
         from spark_lineage.process import PROCESS
 
         with self._shutdown_lock:
@@ -306,8 +310,7 @@ class ClientRuntime:
                 self.client.close(max(deadline.seconds() or 0.0, 0.0))
             except Exception as exc:  # noqa: BLE001
                 self.errors.report("closing the transport", exc)
-            if self.worker.interrupted is not None:  # the user's Ctrl-C, once lineage has closed: theirs to get
-                raise self.worker.interrupted
+            self.worker.raise_interrupt()
             return analyzed and delivered
         except Exception as exc:  # noqa: BLE001 - no error of lineage's reaches the user's code
             self.errors.report("shutting lineage down", exc)
@@ -327,8 +330,11 @@ class ClientRuntime:
         runtime = self
 
         def stop(*args: Any, **kwargs: Any) -> Any:
-            runtime.shutdown(RunState.COMPLETE)
-            return original(*args, **kwargs)
+            try:
+                runtime.shutdown(RunState.COMPLETE)
+            finally:  # the session stops even when the user's Ctrl-C ended lineage's part, which is raised after
+                stopped = original(*args, **kwargs)
+            return stopped
 
         self._original_stop = original
         try:
