@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from spark_lineage import naming
 from spark_lineage.connect.client.datasets import ActionDatasets, action_datasets
 from spark_lineage.connect.client.requests import (
     ActionKind,
@@ -229,6 +230,17 @@ def test_data_sources_are_named_by_the_driver_side_s_source_for_their_format(
     found = action_datasets(action)
     assert _named(found)[:2] == named
     assert found.unnamed == unnamed
+
+
+def test_a_delta_save_s_output_carries_the_facets_the_driver_side_gives_a_delta_table() -> None:
+    action = ClientAction(ActionKind.WRITE, write=WriteTarget(format="delta", path=f"{DATA}/d", method="save"))
+    found = action_datasets(action)
+    (output,) = found.lineage(found.outputs)
+    assert (output.identifier.namespace, output.identifier.name) == ("file", f"{DATA}/d")
+    storage = output.extra_facets["storage"]
+    assert (storage.storageLayer, storage.fileFormat) == ("delta", "parquet")
+    (plain,) = found.lineage([naming.from_location(f"{DATA}/p")])
+    assert plain.extra_facets == {}
 
 
 def test_a_request_keeps_every_option_a_source_names_its_datasets_by_and_no_other() -> None:

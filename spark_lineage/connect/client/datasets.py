@@ -20,6 +20,7 @@ from spark_lineage.connect.client.requests import ClientAction, ReadSource, Writ
 from spark_lineage.connect.client.statements import StatementKind, classify
 from spark_lineage.extras import install_hint
 from spark_lineage.handlers.datasources import provider_for_format
+from spark_lineage.lineage import DatasetLineage
 from spark_lineage.naming import DatasetIdentifier
 
 FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text", "avro", "binaryfile", "xml", "delta"})
@@ -40,6 +41,12 @@ class ActionDatasets:
     output_tables: list[str] = field(default_factory=list)
     unnamed: list[str] = field(default_factory=list)
     """What was read or written but cannot be named from the client, and why."""
+    facets: dict[DatasetIdentifier, dict[str, Any]] = field(default_factory=dict)
+    """The dataset facets a provider gave a dataset it named, as on the driver side (a Delta table's ``storage``)."""
+
+    def lineage(self, identifiers: list[DatasetIdentifier]) -> list[DatasetLineage]:
+        """The datasets ``identifiers`` name (of :attr:`inputs` or :attr:`outputs`), each with its facets."""
+        return [DatasetLineage(i, extra_facets=dict(self.facets.get(i, {}))) for i in identifiers]
 
 
 def action_datasets(action: ClientAction) -> ActionDatasets:
@@ -85,7 +92,10 @@ def _write(write: WriteTarget, found: ActionDatasets) -> None:
     source = provider_for_format(write.format) if write.format else None
     if source is not None:
         dataset = source.dataset(write.save_options(), None, found.unnamed)
-        found.outputs.extend([dataset.identifier] if dataset is not None else [])
+        if dataset is not None:
+            found.outputs.append(dataset.identifier)
+            if dataset.extra_facets:
+                found.facets[dataset.identifier] = dataset.extra_facets
     else:
         _paths([write.path] if write.path else [], write.format, found.outputs, found)
 

@@ -382,9 +382,9 @@ class ClientRuntime:
             for table in (*found.input_tables, *found.output_tables):
                 self.tables.forget(table)  # dropped, renamed or replaced: where it is now is asked again
         errors = list(found.unnamed)
-        inputs = [*(DatasetLineage(identifier) for identifier in found.inputs)]
+        inputs = found.lineage(found.inputs)
         inputs += self._tables(found.input_tables, errors, created=False)
-        outputs = [*(DatasetLineage(identifier) for identifier in found.outputs)]
+        outputs = found.lineage(found.outputs)
         outputs += self._tables(found.output_tables, errors, created=True)
         if not outputs and not found.output_tables and (self.config.filter_read_only_actions or not inputs):
             return  # an action that writes nothing (a query, a SELECT, DDL of no dataset)
@@ -447,7 +447,7 @@ class ClientRuntime:
             # The write made its tables: where they are is the server's to say now.
             errors = [e for e in run.lineage.errors if not e.startswith("table ")]
             found = action_datasets(run.action)
-            outputs = [DatasetLineage(identifier) for identifier in found.outputs]
+            outputs = found.lineage(found.outputs)
             outputs += self._tables(found.output_tables, errors, created=True)
             for dataset in outputs:
                 dataset.column_lineage = run.column_lineage
