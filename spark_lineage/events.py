@@ -499,12 +499,7 @@ class EventBuilder:
         run_facets = self._common_run_facets()
         run_facets["parent"] = self._events.parent(parent or application, application)
         if lineage.errors:
-            run_facets["extractionError"] = extraction_error_run.ExtractionErrorRunFacet(
-                totalTasks=len(lineage.errors),
-                failedTasks=len(lineage.errors),
-                errors=[extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in lineage.errors],
-                producer=PRODUCER,
-            )
+            run_facets["extractionError"] = extraction_error_facet(tuple(lineage.errors))
         return run_facets
 
     def _input(self, dataset: DatasetLineage) -> InputDataset:
@@ -546,6 +541,20 @@ def job_details_facet(details: SparkJobDetails) -> SparkJobDetailsRunFacet:
         jobDescription=details.description,
         jobGroup=details.group,
         jobCallSite=details.call_site,
+    )
+
+
+@lru_cache(maxsize=256)
+def extraction_error_facet(errors: tuple[str, ...]) -> extraction_error_run.ExtractionErrorRunFacet:
+    """``extractionError``: what a run's lineage could not say, and why (made once per list of reasons, and never
+    changed: a query run's events share it, and so do the runs of queries that miss the same things)."""
+    return lasting(
+        extraction_error_run.ExtractionErrorRunFacet(
+            totalTasks=len(errors),
+            failedTasks=len(errors),
+            errors=[extraction_error_run.Error(errorMessage=e, task="spark_lineage") for e in errors],
+            producer=PRODUCER,
+        )
     )
 
 
