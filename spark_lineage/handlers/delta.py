@@ -105,7 +105,7 @@ class DeltaProvider(DataSourceProvider):
 
     def job_suffix(self, options: Mapping[str, str]) -> str | None:
         path = options.get("path")
-        return naming.path_job_suffix(path) if path else None
+        return naming.path_job_suffix(naming.trim_name(path)) if path else None
 
 
 # --- reads: file indexes and relations --------------------------------------------------------------------

@@ -7,7 +7,6 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from spark_lineage.naming.locations import trim_name
 from spark_lineage.plan import RddRecord
 
 
@@ -41,8 +40,10 @@ def planned_root_name(logical_root: str) -> str:
 
 
 def path_job_suffix(name: str) -> str:
-    """The job-name suffix openlineage-spark derives from an output path: its last two segments."""
-    trimmed = trim_name(name)
+    """The job-name suffix openlineage-spark derives from an output path: the last two segments of its dataset's
+    name, ``name``, as naming made it (partition-like directories trimmed already: :func:`trim_name` of a path
+    that is no dataset's name yet)."""
+    trimmed = name
     if trimmed.rfind("/") <= 0:
         return trimmed
     parts = [part for part in trimmed.split("/")]

@@ -70,7 +70,8 @@ def test_job_name_normalizer(text: str, normalized: str) -> None:
     ],
 )
 def test_path_job_suffix(name: str, suffix: str) -> None:
-    assert naming.path_job_suffix(name) == suffix
+    """Of a dataset's name, whose partition-like directories naming trimmed (the suffix does not trim again)."""
+    assert naming.path_job_suffix(naming.trim_name(name)) == suffix
 
 
 def test_input_directories() -> None:
