@@ -77,7 +77,7 @@ def _job_type_facet(job_type: str, processing: str) -> job_type_job.JobTypeJobFa
 _T = TypeVar("_T", bound="AttrsInstance")
 
 
-def _unchecked(original: _T, **changes: Any) -> _T:
+def unchecked_copy(original: _T, **changes: Any) -> _T:
     """A copy of the attrs object ``original`` with ``changes``, set as attrs' own copying sets them (without
     the class's validators), for values that were checked already (see :meth:`EventBuilder._same_run`), or
     that no check looks at (:func:`job_details_facet`)."""
@@ -435,9 +435,9 @@ class EventBuilder:
         as it was there, and the facets and datasets are objects that were checked when made: so the other
         events of the run are made without checking it all again. Each gets its own run, job and lists (the
         client's enrichment changes an event's facets in place)."""
-        run = _unchecked(first.run, facets=self._events.run_facets(run_facets))
-        job = _unchecked(first.job, facets=dict(first.job.facets or {}))
-        return _unchecked(
+        run = unchecked_copy(first.run, facets=self._events.run_facets(run_facets))
+        job = unchecked_copy(first.job, facets=dict(first.job.facets or {}))
+        return unchecked_copy(
             first,
             eventType=state,
             eventTime=iso_time(epoch_ms),
@@ -535,7 +535,7 @@ def running_moments(jobs: Sequence[QueryJob]) -> list[RunningMoment]:
 def job_details_facet(details: SparkJobDetails) -> SparkJobDetailsRunFacet:
     """``spark_jobDetails`` of a Spark job: a copy of a facet made (and checked: its producer and schema URL)
     once, with the job's own values in the fields no check looks at."""
-    return _unchecked(
+    return unchecked_copy(
         _job_details_prototype(),
         jobId=details.job_id,
         jobDescription=details.description,

@@ -28,6 +28,7 @@ from spark_lineage.connect.client.requests import ActionKind, ClientAction, Writ
 from spark_lineage.connect.client.runtime import identity_confs, server_message
 from spark_lineage.connect.client.tables import TableDatasets, TableDetails
 from spark_lineage.connect.client.tap import EXECUTE_METHOD, ClientTap
+from spark_lineage.facets import PRODUCER
 from spark_lineage.lineage import DatasetLineage
 from spark_lineage.naming import DatasetIdentifier, TableName
 from spark_lineage.plan import SessionInfo
@@ -570,6 +571,17 @@ def test_each_action_that_writes_is_a_run_from_start_to_its_end(recorded_runtime
     assert [(d["namespace"], d["name"]) for d in ctas_run[1]["inputs"]] == [("file", "/wh/t_out")]
     assert [(d["namespace"], d["name"]) for e in ctas_run for d in e["outputs"]] == [("file", "/wh/t_copy")] * 2
     assert ctas_run[0]["run"]["facets"]["spark_connect"]["operationId"] == ctas.operation_id
+    # Each action's facet: the session's, with the action's own operation id, in each of its run's events.
+    facet = ctas_run[0]["run"]["facets"]["spark_connect"]
+    assert (facet["derivedOnClient"], facet["_producer"]) == (True, PRODUCER)
+    assert facet["_schemaURL"].endswith("SparkConnectRunFacet.json#/$defs/SparkConnectRunFacet")
+    assert ctas_run[1]["run"]["facets"]["spark_connect"] == facet
+    insert_run = runs["spark_connect_server.execute_insert_into_hadoop_fs_relation_command.wh_t_out"]
+    insert_facet = insert_run[0]["run"]["facets"]["spark_connect"]
+    assert insert_facet["operationId"] != facet["operationId"]
+    assert {k: v for k, v in insert_facet.items() if k != "operationId"} == {
+        k: v for k, v in facet.items() if k != "operationId"
+    }
     assert ctas_run[1]["job"]["facets"]["sql"]["query"].startswith("CREATE TABLE t_copy")
     # Its columns come from t_out's, which the server's catalog described.
     fields = ctas_run[1]["outputs"][0]["facets"]["columnLineage"]["fields"]

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from openlineage.client.event_v2 import RunEvent, RunState
@@ -58,7 +59,7 @@ from spark_lineage.costs import Stage
 from spark_lineage.deadline import Deadline
 from spark_lineage.delivery import Delivery, Held, RunBatches, undelivered
 from spark_lineage.errors import ConnectClientError
-from spark_lineage.events import EventBuilder, new_run_id
+from spark_lineage.events import EventBuilder, new_run_id, unchecked_copy
 from spark_lineage.facets import PRODUCER, SPARK_CONNECT_FACET, SparkConnectRunFacet
 from spark_lineage.handlers.base import schema_fields
 from spark_lineage.lineage import ColumnLineage, DatasetLineage, QueryLineage, SchemaField
@@ -408,13 +409,8 @@ class ClientRuntime:
                 dataset.column_lineage = column_lineage
         lineage = QueryLineage(inputs=inputs, outputs=outputs, job_suffix=runs.suffix or None, errors=errors)
         name = self._job_name(runs.command, runs.suffix)
-        facet = SparkConnectRunFacet(
-            sessionId=self.session.session_id,
-            userId=self.session.user or "",
-            operationId=action.operation_id or None,
-            tags=list(action.tags) or None,
-            derivedOnClient=True,
-            producer=PRODUCER,
+        facet = unchecked_copy(
+            self._action_facet, operationId=action.operation_id or None, tags=list(action.tags) or None
         )
         created = [table for table in found.output_tables if not self.tables.known(table)]
         run = _ActionRun(
@@ -647,6 +643,14 @@ class ClientRuntime:
     def _current_database(self) -> str | None:
         with self.tap.unobserved():
             return str(self.spark.catalog.currentDatabase())
+
+    @cached_property
+    def _action_facet(self) -> SparkConnectRunFacet:
+        """The ``spark_connect`` facet of the session's actions, checked once (its producer and schema URL): each
+        action's is a copy with its operation id and tags, which no check looks at."""
+        return SparkConnectRunFacet(
+            sessionId=self.session.session_id, userId=self.session.user or "", derivedOnClient=True, producer=PRODUCER
+        )
 
     def _session_facet(self) -> SparkConnectRunFacet:
         builder = getattr(self.spark.client, "_builder", None)
