@@ -315,6 +315,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class HeldPort:
+    """A loopback port held bound, not listening, until :meth:`release`: a connection to it is refused, as by a
+    backend that is down, and no other socket takes it meanwhile. (A port :func:`free_port` found is free only
+    when it is asked: left unbound while a job runs, any process's outgoing connection may get it as its own
+    port, and a server started on it later cannot bind.)"""
+
+    def __init__(self) -> None:
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
+
+    def release(self) -> int:
+        """Let the port go, for a server to start on it at once; returns it."""
+        self._socket.close()
+        return self.port
+
+
 LOCAL_CONNECT_PORT = 15002
 """Where PySpark's in-process Connect server (``remote("local[N]")``) listens, and its client connects: always
 (but under ``SPARK_TESTING``, which changes Spark itself), so two such servers on one machine cannot run at

@@ -16,7 +16,7 @@ import spark_lineage
 from spark_lineage.delivery.spool import Spool
 from tests.integration.test_spark_submit import spark_submit
 from tests.kafka_server import Kafka, KafkaUnavailableError, check_available, kafka_server, read_topic
-from tests.support import free_port, replay, validate_event
+from tests.support import HeldPort, replay, validate_event
 
 pytestmark = pytest.mark.spark
 
@@ -96,7 +96,8 @@ def test_events_wait_in_the_spool_while_the_broker_is_down_and_replay_delivers_t
         check_available()
     except KafkaUnavailableError as error:
         pytest.skip(str(error))
-    port = free_port()  # nothing listens there until the broker starts below
+    down = HeldPort()  # nothing listens there until the broker starts below
+    port = down.port
     spool = tmp_path / "spool"
     handle = spark_lineage.enable(
         spark,
@@ -119,7 +120,7 @@ def test_events_wait_in_the_spool_while_the_broker_is_down_and_replay_delivers_t
     said = "\n".join(record.getMessage() for record in caplog.records)
     assert Spool(spool).pending().count == 6, f"the application run's and the write's events wait in the spool:\n{said}"
 
-    with kafka_server(tmp_path / "broker", port=port) as broker:
+    with kafka_server(tmp_path / "broker", port=down.release()) as broker:
         result = replay(spool)
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout == f"spark-lineage replay: 6 of 6 events delivered from {spool}\n"

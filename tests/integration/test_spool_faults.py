@@ -17,7 +17,15 @@ import spark_lineage
 from spark_lineage.delivery.payloads import to_payload
 from spark_lineage.delivery.spool import SPOOL_FILE, Spool
 from tests.integration.test_spark_submit import messages, spark_submit
-from tests.support import LineageReceiver, app_events, free_port, minimal_run_event, replay, small_disk, spool_disk
+from tests.support import (
+    HeldPort,
+    LineageReceiver,
+    app_events,
+    minimal_run_event,
+    replay,
+    small_disk,
+    spool_disk,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.once]
 
@@ -108,7 +116,8 @@ def test_a_job_on_a_full_disk_with_a_healthy_backend_delivers_every_event(tmp_pa
 
 
 def test_a_job_on_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_its_ending(tmp_path: Path) -> None:
-    port = free_port()
+    down = HeldPort()  # refuses until the receiver below starts on it
+    port = down.port
     with small_disk(tmp_path / "disk", spool_disk(768)) as disk:
         (disk / "filler").write_bytes(bytes(384 * 1024))
         spool = disk / "spool"
@@ -129,7 +138,7 @@ def test_a_job_on_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_i
             "ended"
         ), line
         (disk / "filler").unlink()  # the user makes room, then replays
-        receiver = LineageReceiver(port=port)
+        receiver = LineageReceiver(port=down.release())
         try:
             replayed = replay(spool)
         finally:
