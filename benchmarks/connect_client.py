@@ -1,7 +1,7 @@
 """What a Spark Connect client's own lineage costs per action, on the client, side by side with lineage off.
 
     python benchmarks/connect_client.py [--actions 40] [--warmup 5] [--rounds 3] [--transport file|http]
-                                        [--client-python PATH]
+                                        [--loop 200] [--sides on,off,schemas] [--client-python PATH]
 
 A plain Spark Connect server (no lineage: ``SparkConnectServer`` from the running interpreter's PySpark jars,
 ``local[2]``) serves every client. Each measurement is a fresh client process of ``--client-python`` (default:
@@ -22,6 +22,13 @@ action, on minus off.
 
 A third side runs with ``python.connect.resolveSchemas=true`` (the server asked for the schema each write
 writes: one round trip per write, on lineage's worker thread).
+
+The loop (``--loop N``, each lineage-on process after its measured actions): the last action's request, as it
+was sent, analyzed and its START and COMPLETE built and spooled N times over on the benchmark's own thread, by
+stage, with every event then delivered (on the sender's thread, whose CPU is given apart). It is what the work of
+one action costs when nothing else runs: no scheduling, no cold caches, no client and no server beside it, so a
+change to lineage's code is judged by it without the noise of the processes (``--sides on --rounds 1`` runs it
+alone). ``--loop 0`` leaves it out.
 """
 
 from __future__ import annotations
@@ -72,7 +79,31 @@ def lineage_threads_cpu() -> dict[str, float]:
 # --- a client, in a process of its own ------------------------------------------------------------------------
 
 
-def client(mode: str, url: str, backend: str, workdir: Path, warmup: int, actions: int) -> dict[str, Any]:
+def replay(runtime: Any, request: tuple[Any, Any, int], times: int) -> dict[str, Any]:
+    """Analyze the action of ``request`` (its plan, header and send time, as the tap read them) and build and
+    spool its START and COMPLETE ``times`` times over on this thread, then deliver every event: the CPU of this
+    thread and of lineage's own threads per action, and the stages of both."""
+    from spark_lineage.connect.client.runtime import _Ended, _Sent
+
+    plan, header, sent_ms = request
+    result: dict[str, Any] = {}
+    threads_before = lineage_threads_cpu()
+    with measuring_stages(result, jvm=False):
+        cpu = time.thread_time()
+        for index in range(times):
+            token = -1 - index  # not one the tap hands out
+            runtime._started(_Sent(token, plan, header, sent_ms))
+            runtime._finished(_Ended(token, sent_ms + 5, None))
+        result["thread"] = time.thread_time() - cpu
+        assert runtime.flush(120), "not every event of the loop was delivered"
+    threads_after = lineage_threads_cpu()
+    result["threads"] = {name: cpu - threads_before.get(name, 0.0) for name, cpu in threads_after.items()}
+    return result
+
+
+def client(
+    mode: str, url: str, backend: str, workdir: Path, warmup: int, actions: int, loop: int = 0
+) -> dict[str, Any]:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as f
 
@@ -89,6 +120,7 @@ def client(mode: str, url: str, backend: str, workdir: Path, warmup: int, action
         return {"seconds": 0.0}
     handle = None
     queueing = [0.0]
+    last: list[tuple[Any, Any, int]] = []
     if mode in ("on", "schemas"):
         import spark_lineage
 
@@ -107,6 +139,10 @@ def client(mode: str, url: str, backend: str, workdir: Path, warmup: int, action
             started = time.thread_time()
             token = observer_sent(request, time_ms)
             queueing[0] += time.thread_time() - started
+            if loop:
+                from spark_lineage.connect.client.requests import request_header
+
+                last[:] = [(request.plan, request_header(request), time_ms)]
             return token
 
         def ended(token: object, time_ms: int, error: BaseException | None) -> None:
@@ -141,6 +177,8 @@ def client(mode: str, url: str, backend: str, workdir: Path, warmup: int, action
     result["queueing"] = queueing[0]
     threads_after = lineage_threads_cpu()
     result["threads"] = {name: cpu - threads_before.get(name, 0.0) for name, cpu in threads_after.items()}
+    if handle is not None and loop and last:
+        result["loop"] = replay(handle._runtime, last[0], loop)
     spark.stop()
     return result
 
@@ -187,7 +225,7 @@ def run_client(
     python: str, mode: str, url: str, backend: str, workdir: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
     command = [python, __file__, "--child", mode, "--url", url, "--backend", backend, "--workdir", str(workdir)]
-    command += ["--warmup", str(args.warmup), "--actions", str(args.actions)]
+    command += ["--warmup", str(args.warmup), "--actions", str(args.actions), "--loop", str(args.loop)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     env["PYTHONPATH"] = str(ROOT / "benchmarks")
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
@@ -209,14 +247,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client-python", default=None)
     parser.add_argument("--transport", choices=("file", "http"), default="file")
+    parser.add_argument("--loop", type=int, default=200, help="actions replayed on one thread (0: no loop)")
+    parser.add_argument("--sides", default=",".join(MODES), help="which of on, off, schemas run (comma-separated)")
     parser.add_argument("--child", choices=(*MODES, "setup"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(client(args.child, args.url, args.backend, Path(args.workdir), args.warmup, args.actions)))
+        print(
+            json.dumps(
+                client(args.child, args.url, args.backend, Path(args.workdir), args.warmup, args.actions, args.loop)
+            )
+        )
         return
+    sides = tuple(mode for mode in MODES if mode in args.sides.split(","))
+    if not sides or set(args.sides.split(",")) - set(MODES):
+        parser.error(f"--sides takes some of {', '.join(MODES)}, comma-separated; got {args.sides!r}")
     python = args.client_python or default_client_python()
     version = subprocess.run(
         [python, "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True, check=True
@@ -228,12 +275,12 @@ def main() -> None:
         f"http://127.0.0.1:{backend.server_address[1]}" if args.transport == "http" else str(directory / "events.json")
     )
     server, url = start_server(directory)
-    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in sides}
     try:
         run_client(python, "setup", url, backend_url, directory, args)
         for index in range(args.rounds):
-            shift = index % len(MODES)
-            for mode in MODES[shift:] + MODES[:shift]:
+            shift = index % len(sides)
+            for mode in sides[shift:] + sides[:shift]:
                 result = run_client(python, mode, url, backend_url, directory, args)
                 results[mode].append(result)
                 print(
@@ -246,26 +293,52 @@ def main() -> None:
         server.wait()
         backend.shutdown()
         shutil.rmtree(directory, ignore_errors=True)
-    per_action = {mode: statistics.median(r["cpu"] for r in rs) / args.actions * 1000 for mode, rs in results.items()}
-    wall = {mode: statistics.median(r["seconds"] for r in rs) / args.actions * 1000 for mode, rs in results.items()}
-    queueing = statistics.median(r["queueing"] for r in results["on"]) / args.actions * 1000
-    own = statistics.median(sum(r["threads"].values()) for r in results["on"]) / args.actions * 1000
-    lookups = max(r["lookups"] for r in results["on"])
+    if "on" in results:
+        report_on(results["on"], args)
+    if "on" in results and "off" in results:
+        report_against_off(results, args)
+    if results.get("on") and "loop" in results["on"][0]:
+        report_loop([r["loop"] for r in results["on"]], args.loop)
+
+
+def report_on(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    queueing = statistics.median(r["queueing"] for r in runs) / args.actions * 1000
+    own = statistics.median(sum(r["threads"].values()) for r in runs) / args.actions * 1000
+    lookups = max(r["lookups"] for r in runs)
     print()
     print("lineage's CPU on the client by stage, lineage on (its worker and delivery threads, and the tap):")
-    print_stage_table(results["on"], args.actions, "action", indent="  ")
+    print_stage_table(runs, args.actions, "action", indent="  ")
+    print(f"  on the caller's thread (queueing the action): {queueing:.3f} ms")
+    print(f"  on lineage's own threads (its worker and sender, each thread's CPU clock): {own:.2f} ms")
+    print(f"  extra round trips: {lookups} table lookups for {args.actions + args.warmup} actions")
+
+
+def report_against_off(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    per_action = {mode: statistics.median(r["cpu"] for r in rs) / args.actions * 1000 for mode, rs in results.items()}
+    wall = {mode: statistics.median(r["seconds"] for r in rs) / args.actions * 1000 for mode, rs in results.items()}
     added = per_action["on"] - per_action["off"]
     verdict = "within" if added <= BUDGET_MS else "OVER"
     print()
     print(f"client CPU per action, lineage off: {per_action['off']:.2f} ms; on: {per_action['on']:.2f} ms")
     print(f"lineage's CPU per action on the client: {added:.2f} ms (budget <= {BUDGET_MS:g}: {verdict})")
-    print(f"  of which on the caller's thread (queueing the action): {queueing:.3f} ms")
-    print(f"  on lineage's own threads (its worker and sender, each thread's CPU clock): {own:.2f} ms")
-    print(f"  extra round trips: {lookups} table lookups for {args.actions + args.warmup} actions")
-    schemas = per_action["schemas"] - per_action["off"]
-    print(f"with python.connect.resolveSchemas (one round trip per write): {schemas:.2f} ms per action")
-    for mode in MODES:
+    if "schemas" in per_action:
+        schemas = per_action["schemas"] - per_action["off"]
+        print(f"with python.connect.resolveSchemas (one round trip per write): {schemas:.2f} ms per action")
+    for mode in results:
         print(f"wall per action, {LABELS[mode]}: {wall[mode]:.1f} ms (ratio to off {wall[mode] / wall['off']:.3f})")
+
+
+def report_loop(loops: list[dict[str, Any]], times: int) -> None:
+    thread = statistics.median(r["thread"] for r in loops) / times * 1000
+    own = statistics.median(sum(r["threads"].values()) for r in loops) / times * 1000
+    print()
+    print(f"the last action replayed {times} times on one thread, by stage (median of {len(loops)} processes):")
+    print_stage_table(loops, times, "action", indent="  ")
+    print(f"  the replaying thread (analysis, events, spooling): {thread:.2f} ms an action")
+    print(f"  lineage's own threads meanwhile (delivery): {own:.2f} ms an action")
+    total = thread + own
+    verdict = "within" if total <= BUDGET_MS else "OVER"
+    print(f"  the action's work in all: {total:.2f} ms (budget <= {BUDGET_MS:g}: {verdict})")
 
 
 if __name__ == "__main__":
