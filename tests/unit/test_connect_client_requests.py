@@ -344,3 +344,34 @@ def test_a_server_that_reports_its_sessions_itself_is_told_from_its_confs(
     from spark_lineage.connect.client.servers import server_lineage
 
     assert server_lineage(conf) == reason
+
+
+def _listed_fields_visit(message: Any) -> list[Any]:
+    """Every message inside ``message``, depth first, as protobuf's ``ListFields`` lists each one's fields (the
+    order the visitor keeps), without the relations' and expressions' ``common`` parts."""
+    visited = [message]
+    for descriptor, value in message.ListFields():
+        kind = descriptor.message_type
+        if kind is None or kind.full_name in ("spark.connect.RelationCommon", "spark.connect.ExpressionCommon"):
+            continue
+        repeated = getattr(descriptor, "is_repeated", None)
+        if repeated if repeated is not None else descriptor.label == 3:
+            if not kind.GetOptions().map_entry:
+                for item in value:
+                    visited += _listed_fields_visit(item)
+        else:
+            visited += _listed_fields_visit(value)
+    return visited
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_visitor_meets_every_message_of_a_request_in_its_fields_order(version: str) -> None:
+    from spark_lineage.connect.client.requests import messages
+
+    requests = [r for path in sorted((REQUESTS / version).glob("*.json")) for r in _requests(version, path.stem)]
+    assert len(requests) > 10
+    for request in requests:
+        expected = _listed_fields_visit(request.plan)
+        visited = list(messages(request.plan))
+        assert [m.DESCRIPTOR.full_name for m in visited] == [m.DESCRIPTOR.full_name for m in expected]
+        assert [m.SerializeToString() for m in visited] == [m.SerializeToString() for m in expected]

@@ -178,43 +178,79 @@ def _unzstd(data: bytes) -> bytes | None:
 
 
 def messages(message: Any) -> Iterator[Any]:
-    """``message`` and every message inside it, depth first (a visitor over protobuf's reflection)."""
+    """``message`` and every message inside it, depth first, each one's fields in their numbers' order (as
+    protobuf's ``ListFields`` lists them): a visitor over protobuf's reflection."""
     pending = [message]
     while pending:
         current = pending.pop()
         yield current
-        children = []
-        for descriptor, value in current.ListFields():
-            kind = _FIELD_KINDS.get(descriptor)
-            if kind is None:
-                kind = _FIELD_KINDS[descriptor] = _field_kind(descriptor)
+        slots = _SLOTS.get(type(current))
+        if slots is None:
+            slots = _SLOTS[type(current)] = _slots(current.DESCRIPTOR)
+        children: list[Any] = []
+        for slot in slots:
+            name: str | None = current.WhichOneof(slot.oneof) if slot.oneof is not None else slot.name
+            if name is None:
+                continue
+            kind = slot.kinds.get(name)
             if kind is _FieldKind.MESSAGES:
-                children.extend(value)
-            elif kind is _FieldKind.MESSAGE:
-                children.append(value)
+                children.extend(getattr(current, name))
+            elif kind is _FieldKind.MESSAGE and (slot.oneof is not None or current.HasField(name)):
+                children.append(getattr(current, name))
         pending.extend(reversed(children))
 
 
 class _FieldKind(Enum):
-    """What a field holds, for the visitor: a message, repeated messages, or nothing to visit (plain values, and
-    maps of them: options)."""
+    """What a field holds, for the visitor: a message, or repeated messages (plain values, and maps of them, the
+    options, are not visited)."""
 
     MESSAGE = "message"
     MESSAGES = "messages"
-    OTHER = "other"
 
 
-_FIELD_KINDS: dict[Any, _FieldKind] = {}
-"""Each field's kind, by its descriptor: asking protobuf's reflection costs more than the visit itself (a
-field's options are made anew on each call)."""
+@dataclass(frozen=True)
+class _Slot:
+    """Where the visitor looks for children in a message: one field, or the fields of a oneof (one of them set
+    at most: ``WhichOneof`` says which) next to one another in number."""
+
+    name: str | None
+    """The field's name (``None`` for a oneof's slot)."""
+    oneof: str | None
+    kinds: dict[str, _FieldKind]
+    """The kind of each field of the slot, by name."""
 
 
-def _field_kind(descriptor: Any) -> _FieldKind:
-    if descriptor.message_type is None:
-        return _FieldKind.OTHER
+_SLOTS: dict[type, tuple[_Slot, ...]] = {}
+"""Each message class's slots, in their fields' order: asking protobuf's reflection for the fields a message has
+set (``ListFields``) costs more than asking the few of its class that can hold messages."""
+_NO_PLAN_INSIDE = frozenset({"spark.connect.RelationCommon", "spark.connect.ExpressionCommon"})
+"""What every relation and expression carries beside its plan (its plan id, and where in the user's code it was
+made: the origin's call site), holding no relation or expression: not visited (four messages of ten, in a
+DataFrame's plan)."""
+
+
+def _slots(descriptor: Any) -> tuple[_Slot, ...]:
+    slots: list[_Slot] = []
+    for member in sorted(descriptor.fields, key=lambda f: f.number):
+        kind = _field_kind(member)
+        if kind is None:
+            continue
+        containing = member.containing_oneof
+        # A oneof of one field (proto3's ``optional``) is the field alone.
+        oneof = containing.name if containing is not None and len(containing.fields) > 1 else None
+        if oneof is not None and slots and slots[-1].oneof == oneof:
+            slots[-1].kinds[member.name] = kind
+        else:
+            slots.append(_Slot(None if oneof is not None else member.name, oneof, {member.name: kind}))
+    return tuple(slots)
+
+
+def _field_kind(descriptor: Any) -> _FieldKind | None:
+    if descriptor.message_type is None or descriptor.message_type.full_name in _NO_PLAN_INSIDE:
+        return None
     if not _repeated(descriptor):
         return _FieldKind.MESSAGE
-    return _FieldKind.OTHER if descriptor.message_type.GetOptions().map_entry else _FieldKind.MESSAGES
+    return None if descriptor.message_type.GetOptions().map_entry else _FieldKind.MESSAGES
 
 
 def _repeated(descriptor: Any) -> bool:
@@ -346,9 +382,38 @@ def _mode(name: str, prefix: str) -> str | None:
 
 def has_field(message: Any, field_name: str) -> bool:
     """Whether an optional field (or a message field) is set; ``False`` for a field this proto lacks."""
-    if field_name not in message.DESCRIPTOR.fields_by_name:
-        return False
-    try:
+    key = (type(message), field_name)
+    presence = _PRESENCE.get(key)
+    if presence is None:
+        presence = _PRESENCE[key] = _presence(message, field_name)
+    if presence is _Presence.TRACKED:
         return bool(message.HasField(field_name))
-    except ValueError:  # a plain field without presence: set when not its default
+    if presence is _Presence.BY_VALUE:
         return bool(getattr(message, field_name))
+    return False
+
+
+class _Presence(Enum):
+    """How a message class tells whether a field is set."""
+
+    TRACKED = "tracked"
+    """An optional or message field: ``HasField``."""
+    BY_VALUE = "by value"
+    """A plain field without presence: set when not its default."""
+    ABSENT = "absent"
+    """A field this proto lacks (a client older than the field)."""
+
+
+_PRESENCE: dict[tuple[type, str], _Presence] = {}
+"""Each field's :class:`_Presence`, by message class and field name: looked up once (``has_field`` runs a score of
+times for an action's request)."""
+
+
+def _presence(message: Any, field_name: str) -> _Presence:
+    if field_name not in message.DESCRIPTOR.fields_by_name:
+        return _Presence.ABSENT
+    try:
+        message.HasField(field_name)
+    except ValueError:
+        return _Presence.BY_VALUE
+    return _Presence.TRACKED
