@@ -264,6 +264,11 @@ def test_a_full_join_using_a_column_and_a_name_either_side_may_hold(version: str
         "columns without lineage (bucket): which side of a join bucket comes from is not known on the client (a "
         "side's schema is not known)"
     ]
+    # No column followed: nothing is claimed, the output's dependencies as a whole neither (no columnLineage facet
+    # would carry them), and why each column has none is said.
+    unfollowed = dataframe_columns(tree, _leaves, names=["bucket"])
+    assert _shown(unfollowed) == ({}, [])
+    assert unfollowed.unclaimed == columns.unclaimed
     known = dataframe_columns(
         tree, lambda read, message: _leaves(read, message, src_columns=(("id", "bigint"), ("b", "bigint")))
     )
@@ -319,3 +324,20 @@ def test_a_view_or_a_table_not_named_leaves_its_columns_unclaimed() -> None:
     columns = sql_columns("INSERT INTO t SELECT id, 1 AS one FROM v", _leaves, target=[("id", "int"), ("one", "int")])
     assert columns.fields == {}
     assert columns.unclaimed == ["columns without lineage (id): table v is not followed (its error says why)"]
+
+
+@pytest.mark.parametrize(
+    ("identifier", "parts"),
+    [
+        ("id", ["id"]),
+        ("a.id", ["a", "id"]),
+        ("cat.db.t.id", ["cat", "db", "t", "id"]),
+        ("`odd.name`", ["odd.name"]),
+        ("a.`b``c`.d", ["a", "b`c", "d"]),
+        ("", [""]),
+    ],
+)
+def test_a_column_name_in_its_parts(identifier: str, parts: list[str]) -> None:
+    from spark_lineage.connect.client.columns import identifier_parts
+
+    assert identifier_parts(identifier) == parts

@@ -47,7 +47,7 @@ from spark_lineage.connect.client.frames import (
     function_steps,
     spark_type,
 )
-from spark_lineage.connect.client.requests import enum_name, has_field, messages, read_source
+from spark_lineage.connect.client.requests import RELATION, enum_name, has_field, messages, read_source
 from spark_lineage.errors import UnclaimedColumnError
 from spark_lineage.lineage import ColumnSource, Transformation
 from spark_lineage.registry import Registry
@@ -74,6 +74,7 @@ class ClientColumns:
 
     fields: dict[str, list[ColumnSource]] = field(default_factory=dict)
     dataset: list[ColumnSource] = field(default_factory=list)
+    """What the output as a whole depends on (filters, join conditions, groupings): only with :attr:`fields`."""
     unclaimed: list[str] = field(default_factory=list)
     """Messages for the run's ``extractionError`` facet: the columns without lineage, grouped by why."""
 
@@ -201,7 +202,8 @@ def written(
             sources = _cast(sources)  # the server casts what it writes to the table's type
         if sources:
             result.fields[output] = sources
-    result.dataset = walk.graph.dataset_sources()
+    if result.fields:  # the dataset's sources go with its fields' (no field followed: no columnLineage facet)
+        result.dataset = walk.graph.dataset_sources()
     for pseudo in walk.graph.dataset_nodes:  # a filter, grouping, ... over a column the client could not follow
         reason = walk.unclaimed_reason(pseudo)
         if reason is not None and reason not in walk.unclaimed_dataset:
@@ -589,9 +591,11 @@ def _compared(condition: Any) -> list[Any]:
 
 def _plan_ids(tree: Any) -> set[int]:
     return {
-        int(message.plan_id)
+        int(message.common.plan_id)
         for message in messages(tree)
-        if message.DESCRIPTOR.full_name == "spark.connect.RelationCommon" and has_field(message, "plan_id")
+        if message.DESCRIPTOR.full_name == RELATION
+        and message.HasField("common")
+        and message.common.HasField("plan_id")
     }
 
 
@@ -718,6 +722,8 @@ def output_name(item: Any) -> str | None:
 
 def identifier_parts(identifier: str) -> list[str]:
     """A column's name as the user wrote it (``a.id``, ```odd.name```), in its parts, without quotes."""
+    if "`" not in identifier:
+        return identifier.split(".")
     parts: list[str] = []
     current: list[str] = []
     quoted = False
