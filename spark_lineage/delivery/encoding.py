@@ -33,6 +33,7 @@ import enum
 import json
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -69,15 +70,17 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=_non_serializable)
 
 
-_LASTING: dict[int, list[Any]] = {}
-"""The attrs objects marked :func:`lasting`, by id: each one (kept, so that its id stays its own), its converted
-dict once an encoder made it, which every encoder then takes, the ``clean`` set of the rules a check of
-:meth:`EventEncoder.holds` found that dict clean under (or ``None``), and the dict's JSON once written (or
-``None``)."""
+_LASTING: OrderedDict[int, list[Any]] = OrderedDict()
+"""The attrs objects marked :func:`lasting`, by id, the one an encoder met last at the end: each one (kept, so that
+its id stays its own), its converted dict once an encoder made it, which every encoder then takes, the ``clean``
+set of the rules a check of :meth:`EventEncoder.holds` found that dict clean under (or ``None``), and the dict's
+JSON once written (or ``None``)."""
 _LASTING_DICTS: dict[int, list[Any]] = {}
 """The same entries as :data:`_LASTING`, by the id of their converted dict."""
 _LASTING_KEPT = 4096
-"""Lasting objects remembered at most (then the marks start afresh: what is not marked is converted per encoder)."""
+"""Lasting objects remembered at most: beyond, the one no encoder met for longest is forgotten (converted per
+encoder from then on). A session's own facets, in every event, stay; a facet of one query's (its statistics, the
+reasons of its ``extractionError``) goes."""
 
 _T = TypeVar("_T")
 
@@ -86,11 +89,28 @@ def lasting(value: _T) -> _T:
     """Mark an attrs object that is never changed once made (a facet made once per value and shared by the events
     of many queries): encoders convert it once in all, not once each. Returns it."""
     if id(value) not in _LASTING:
-        if len(_LASTING) >= _LASTING_KEPT:
-            _LASTING.clear()
-            _LASTING_DICTS.clear()
+        while len(_LASTING) >= _LASTING_KEPT:
+            _forget_lasting()
         _LASTING[id(value)] = [value, None, None, None]
     return value
+
+
+def _forget_lasting() -> None:
+    """Forget the lasting object no encoder met for longest."""
+    try:
+        _, entry = _LASTING.popitem(last=False)
+    except KeyError:  # another thread emptied it meanwhile
+        return
+    if entry[1] is not None:
+        _LASTING_DICTS.pop(id(entry[1]), None)
+
+
+def _met(key: int) -> None:
+    """A lasting object an encoder met: the last to be forgotten."""
+    try:  # noqa: SIM105 - once per lasting object an event holds: no context manager's cost
+        _LASTING.move_to_end(key)
+    except KeyError:  # forgotten meanwhile, on another thread
+        pass
 
 
 class EventEncoder:
@@ -220,6 +240,7 @@ class EventEncoder:
             marked = _LASTING.get(id(value))
             if marked is not None and (marked[0] is not value or marked[1] is not None):
                 if marked[0] is value:  # converted by an encoder before
+                    _met(id(value))
                     self._converted[id(value)] = (value, marked[1])
                     return marked[1]
                 marked = None
@@ -232,6 +253,7 @@ class EventEncoder:
                     converted[name] = item
             self._converted[id(value)] = (value, converted)
             if marked is not None:
+                _met(id(value))
                 marked[1] = converted
                 _LASTING_DICTS[id(converted)] = marked
             return converted

@@ -265,3 +265,43 @@ def test_a_lasting_facet_is_looked_into_once_for_every_encoder_while_the_rules_s
     assert (holds("hunter2", rules), walked_shared()) == (False, False)
     assert (holds("bucket", set()), walked_shared()) == (True, True)  # new rules: looked into again, and found
     assert (holds("hunter2", None), walked_shared()) == (False, True)  # no set: looked into, as ever
+
+
+def test_beyond_the_lasting_objects_kept_the_one_no_encoder_met_for_longest_is_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session's facet, in every event, stays lasting however many facets of single queries are marked after it;
+    a facet no encoder met since is forgotten first (then converted per encoder, the same JSON)."""
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import datasource_dataset, processing_engine_run
+
+    from spark_lineage.delivery import encoding
+
+    monkeypatch.setattr(encoding, "_LASTING", type(encoding._LASTING)())
+    monkeypatch.setattr(encoding, "_LASTING_DICTS", {})
+    monkeypatch.setattr(encoding, "_LASTING_KEPT", 3)
+    session = encoding.lasting(processing_engine_run.ProcessingEngineRunFacet(version="4.1.1", name="spark"))
+    unmet = encoding.lasting(processing_engine_run.ProcessingEngineRunFacet(version="3.5.9", name="spark"))
+
+    def event(facet: Any) -> RunEvent:
+        return RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime="2026-12-07T00:00:00.000+00:00",
+            run=Run(runId="0195f5b6-0000-7000-8000-000000000001", facets={"processing_engine": session, "one": facet}),
+            job=Job(namespace="default", name="job"),
+            producer="p",
+        )
+
+    def one_query_facet(index: int) -> Any:
+        return encoding.lasting(datasource_dataset.DatasourceDatasetFacet(name=f"s3://b{index}", uri="s3://b"))
+
+    queries = []
+    for index in range(5):  # each query marks a facet of its own, and its encoder meets the session's
+        queries.append(one_query_facet(index))
+        assert EventEncoder().encode(event(queries[-1])) == Serde.to_json(event(queries[-1]))
+    assert id(session) in encoding._LASTING
+    assert id(unmet) not in encoding._LASTING
+    assert [entry[0] for entry in encoding._LASTING.values()] == [queries[3], session, queries[4]]
+    converted = EventEncoder().plain(session)
+    assert EventEncoder().plain(session) is converted  # still converted once for every encoder
+    assert len(encoding._LASTING_DICTS) <= len(encoding._LASTING)
