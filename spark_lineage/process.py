@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -209,15 +209,10 @@ class LineageProcess:
         goes through ``SparkContext.stop``, so wrapping the context's method covers both."""
         if getattr(spark_context.stop, "_spark_lineage_wrapped", False):
             return
-        original = spark_context.stop
-
-        def stop(*args: Any, **kwargs: Any) -> Any:
-            try:
-                _each_shut_down([r for r in self.live_runtimes() if r.context_id == id(spark_context)])
-            finally:  # the context stops even when the user's Ctrl-C ended lineage's part, which is raised after
-                stopped = original(*args, **kwargs)
-            return stopped
-
+        stop = stopping_after(
+            spark_context.stop,
+            lambda: _each_shut_down([r for r in self.live_runtimes() if r.context_id == id(spark_context)]),
+        )
         stop._spark_lineage_wrapped = True  # type: ignore[attr-defined]
         spark_context.stop = stop
 
@@ -241,6 +236,21 @@ class LineageProcess:
         for runtime in self.live_runtimes():
             if runtime.jvm_gone:
                 runtime.shutdown(ending.state, error=ending.error, ending_first=ending.ending_first)
+
+
+def stopping_after(original: Callable[..., Any], shut_down: Callable[[], object]) -> Callable[..., Any]:
+    """A ``stop`` (a SparkContext's, a Spark Connect session's) that runs ``shut_down`` (lineage's part, while what
+    ``original`` stops can still answer) and then ``original``, even when ``shut_down`` raised: the user's Ctrl-C
+    that ended lineage's part is raised once ``original`` ran."""
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        try:
+            shut_down()
+        finally:
+            stopped = original(*args, **kwargs)
+        return stopped
+
+    return stop
 
 
 def _each_shut_down(runtimes: list[Runtime]) -> None:

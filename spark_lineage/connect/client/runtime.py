@@ -325,21 +325,14 @@ class ClientRuntime:
 
     def _wrap_stop(self) -> None:
         """Lineage ends before the session stops (its channel is still open for what is left to ask)."""
+        from spark_lineage.process import stopping_after
+
         original = getattr(self.spark, "stop", None)
         if original is None:
             return
-        runtime = self
-
-        def stop(*args: Any, **kwargs: Any) -> Any:
-            try:
-                runtime.shutdown(RunState.COMPLETE)
-            finally:  # the session stops even when the user's Ctrl-C ended lineage's part, which is raised after
-                stopped = original(*args, **kwargs)
-            return stopped
-
         self._original_stop = original
         try:
-            self.spark.stop = stop
+            self.spark.stop = stopping_after(original, lambda: self.shutdown(RunState.COMPLETE))
         except Exception as exc:  # noqa: BLE001 - the process's exit still ends the run
             self.errors.report("wrapping the session's stop()", exc)
 
