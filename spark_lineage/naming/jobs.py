@@ -43,10 +43,9 @@ def path_job_suffix(name: str) -> str:
     """The job-name suffix openlineage-spark derives from an output path: the last two segments of its dataset's
     name, ``name``, as naming made it (partition-like directories trimmed already: :func:`trim_name` of a path
     that is no dataset's name yet)."""
-    trimmed = name
-    if trimmed.rfind("/") <= 0:
-        return trimmed
-    parts = [part for part in trimmed.split("/")]
+    if name.rfind("/") <= 0:
+        return name
+    parts = name.split("/")
     while parts and parts[-1] == "":
         parts.pop()
     return f"{parts[-2]}_{parts[-1]}" if len(parts) >= 2 else parts[-1]
