@@ -19,7 +19,7 @@ import pytest
 import iceberg_facets
 from iceberg_facets.helper import HELPER_LOG
 from tests.pyiceberg.conftest import CATALOG, process_gone, rows, spooled, wait_until
-from tests.support import REPO_ROOT, LineageReceiver, free_port
+from tests.support import REPO_ROOT, HeldPort, LineageReceiver, free_port
 
 SHUTDOWN_TIMEOUT = 3.0
 SLACK = 3.0
@@ -119,7 +119,8 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
 def test_a_script_against_a_dead_backend_ends_within_its_shutdown_timeout_and_replay_delivers_all(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
+    down = HeldPort()
+    port = down.port
     spool = tmp_path / "spool"
     path = script(
         tmp_path,
@@ -170,7 +171,7 @@ def test_a_script_against_a_dead_backend_ends_within_its_shutdown_timeout_and_re
         undelivered_line(stderr, 6, spool),
     ]
 
-    receiver, printed = replayed(port, spool)
+    receiver, printed = replayed(down.release(), spool)
     assert printed.strip() == f"spark-lineage replay: 6 of 6 events delivered from {spool}"
     assert summary(receiver.events) == sorted(
         [
@@ -195,7 +196,8 @@ def test_a_script_against_a_dead_backend_ends_within_its_shutdown_timeout_and_re
 def test_when_the_script_is_killed_its_helper_exits_within_the_shutdown_timeout_leaving_what_it_read_spooled(
     tmp_path: Path, forked_child: bool
 ) -> None:
-    port = free_port()
+    down = HeldPort()
+    port = down.port
     spool = tmp_path / "environment-spool"
     fork = """
         child = os.fork()
@@ -254,7 +256,7 @@ def test_when_the_script_is_killed_its_helper_exits_within_the_shutdown_timeout_
     logged_later = [line.partition("] ")[2] for line in (spool / HELPER_LOG).read_text().splitlines()]
     undelivered_line("\n".join(logged_later), 3, spool)
 
-    receiver, _ = replayed(port, spool)
+    receiver, _ = replayed(down.release(), spool)
     table = f"file:{tmp_path}/warehouse/db/t"
     assert summary(receiver.events) == sorted(
         [
@@ -300,7 +302,8 @@ def test_a_refusing_backend_never_fails_the_job_and_gets_every_event_once_it_ans
 def test_from_a_thread_a_dead_backend_leaves_the_events_spooled_and_the_next_enable_sends_them(
     catalog: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port = free_port()
+    down = HeldPort()
+    port = down.port
     spool = tmp_path / "spool"
     options: dict[str, Any] = {"transport": {"type": "http", "url": f"http://127.0.0.1:{port}"}, "spool_dir": spool}
     handle = iceberg_facets.enable(job_name="offline", delivery="thread", **options)
@@ -316,7 +319,7 @@ def test_from_a_thread_a_dead_backend_leaves_the_events_spooled_and_the_next_ena
     )
     undelivered_line(logged(caplog), 2, spool)
 
-    receiver = LineageReceiver(port=port)
+    receiver = LineageReceiver(port=down.release())
     again = iceberg_facets.enable(job_name="later", delivery="thread", **options)
     try:
         assert again.flush(60), "the next enable() sharing the spool sends what the last one left"

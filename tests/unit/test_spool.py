@@ -22,7 +22,7 @@ from spark_lineage.delivery.sender import Backoff, Sender
 from spark_lineage.delivery.spool import LEASE_HOLDERS, SPOOL_FILE, Spool, lease_owner
 from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
-from tests.support import LineageReceiver, free_port
+from tests.support import HeldPort, LineageReceiver, free_port
 
 PRODUCER = "https://github.com/spark-lineage/spark-lineage"
 
@@ -232,7 +232,8 @@ def test_backoff_is_per_backend_and_grows_to_its_limit() -> None:
 
 def test_a_dead_backend_costs_one_failure_and_loses_nothing(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    port = free_port()
+    down = HeldPort()
+    port = down.port
     for run in range(20):
         _put(spool, _event(run))
     errors = ErrorLog()
@@ -242,7 +243,7 @@ def test_a_dead_backend_costs_one_failure_and_loses_nothing(tmp_path: Path) -> N
     # Found dead once: a few attempts in total, not one per event, and none of them lost an event.
     attempts = sum(e.attempts for e in spool.lease("http test", "x", 100, 0.01))
     assert 1 <= attempts <= 3
-    receiver = LineageReceiver(port=port)
+    receiver = LineageReceiver(port=down.release())
     try:
         assert Sender(spool, "http test", _http(receiver.url), errors).close(30)
         assert [e["job"]["name"] for e in receiver.events] == [f"job_{run}" for run in range(20)]

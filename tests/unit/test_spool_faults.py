@@ -27,7 +27,7 @@ from spark_lineage.delivery.spool import SPOOL_FILE, Spool
 from spark_lineage.redaction import Redactor
 from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
-from tests.support import LineageReceiver, free_port, minimal_run_event, small_disk, spool_disk
+from tests.support import HeldPort, LineageReceiver, minimal_run_event, small_disk, spool_disk
 
 EVENTS = 90
 PAGE = 4096
@@ -181,7 +181,8 @@ def test_replay_of_a_damaged_spool_sets_it_aside_and_salvages_it_without_a_trace
 
 def test_after_a_clean_close_the_main_file_holds_everything_and_a_garbled_log_costs_nothing(tmp_path: Path) -> None:
     spool_dir = tmp_path / "spool"
-    url = f"http://127.0.0.1:{free_port()}"
+    down = HeldPort()
+    url = f"http://127.0.0.1:{down.port}"
     transport = HttpTransport(HttpConfig.from_dict({"url": url, "timeout": 1}))
     leave_retries_to_the_spool(transport)
     delivery = Delivery(OpenLineageClient(transport=transport), FailoverSpool(spool_dir), ErrorLog(), Redactor())
@@ -194,7 +195,7 @@ def test_after_a_clean_close_the_main_file_holds_everything_and_a_garbled_log_co
         assert main_file_only.execute("SELECT COUNT(*) FROM events").fetchone() == (EVENTS,)
     wal.write_bytes(bytes(range(100)))  # a log garbled after the process left
 
-    receiver = LineageReceiver(port=int(url.rsplit(":", 1)[1]))
+    receiver = LineageReceiver(port=down.release())
     try:
         result = _replay("--spool", str(spool_dir))
     finally:
@@ -269,7 +270,8 @@ def test_a_full_disk_with_a_healthy_backend_delivers_every_event_and_leaves_noth
 def test_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_the_application_ending(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port = free_port()
+    down = HeldPort()
+    port = down.port
     with small_disk(tmp_path / "disk", spool_disk(768)) as disk:
         spool_dir = disk / "spool"
         transport = _http(f"http://127.0.0.1:{port}")
@@ -295,7 +297,7 @@ def test_a_full_disk_with_a_dead_backend_counts_every_event_and_keeps_the_applic
             f"full)) nor delivered to http http://127.0.0.1:{port}/api/v1/lineage (connection refused) before the "
             "process ended"
         ), line
-        receiver = LineageReceiver(port=port)
+        receiver = LineageReceiver(port=down.release())
         try:
             result = _replay("--spool", str(spool_dir))
         finally:
