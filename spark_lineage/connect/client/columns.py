@@ -595,7 +595,7 @@ def _plan_ids(tree: Any) -> set[int]:
         for message in messages(tree)
         if message.DESCRIPTOR.full_name == RELATION
         and message.HasField("common")
-        and message.common.HasField("plan_id")
+        and has_field(message.common, "plan_id")
     }
 
 
