@@ -23,9 +23,10 @@ action, on minus off.
 A third side runs with ``python.connect.resolveSchemas=true`` (the server asked for the schema each write
 writes: one round trip per write, on lineage's worker thread).
 
-The loop (``--loop N``, each lineage-on process after its measured actions): the last action's request, as it
-was sent, analyzed and its START and COMPLETE built and spooled N times over on the benchmark's own thread, by
-stage, with every event then delivered (on the sender's thread, whose CPU is given apart). It is what the work of
+The loop (``--loop N``, each lineage-on process after its measured actions): the last warm-up action's request
+(kept outside the measured actions), as it was sent, analyzed and its START and COMPLETE built and spooled N
+times over on the benchmark's own thread, by stage, with every event then delivered (on the sender's thread,
+whose CPU is given apart). It is what the work of
 one action costs when nothing else runs: no scheduling, no cold caches, no client and no server beside it, so a
 change to lineage's code is judged by it without the noise of the processes (``--sides on --rounds 1`` runs it
 alone). ``--loop 0`` leaves it out.
@@ -121,6 +122,8 @@ def client(
     handle = None
     queueing = [0.0]
     last: list[tuple[Any, Any, int]] = []
+    capturing = [False]
+    """Whether the tap's next request is kept for the loop (the last warm-up action's: not measured)."""
     if mode in ("on", "schemas"):
         import spark_lineage
 
@@ -139,7 +142,7 @@ def client(
             started = time.thread_time()
             token = observer_sent(request, time_ms)
             queueing[0] += time.thread_time() - started
-            if loop:
+            if capturing[0]:
                 from spark_lineage.connect.client.requests import request_header
 
                 last[:] = [(request.plan, request_header(request), time_ms)]
@@ -159,7 +162,9 @@ def client(
         totals.write.mode("overwrite").parquet(str(workdir / "out" / f"w_{index}"))
 
     for index in range(warmup):
+        capturing[0] = bool(loop) and index == warmup - 1
         action(index)
+    capturing[0] = bool(loop) and not last  # no warm-up: the first measured action's is kept
     if handle is not None:
         handle.flush(60)
     queueing[0] = 0.0
@@ -169,6 +174,7 @@ def client(
         cpu, wall = _cpu(), time.perf_counter()
         for index in range(actions):
             action(warmup + index)
+            capturing[0] = False
         result["seconds"] = time.perf_counter() - wall
         if handle is not None:
             assert handle.flush(120), "not every event was delivered"
@@ -332,13 +338,13 @@ def report_loop(loops: list[dict[str, Any]], times: int) -> None:
     thread = statistics.median(r["thread"] for r in loops) / times * 1000
     own = statistics.median(sum(r["threads"].values()) for r in loops) / times * 1000
     print()
-    print(f"the last action replayed {times} times on one thread, by stage (median of {len(loops)} processes):")
+    print(f"one action replayed {times} times on one thread, by stage (median of {len(loops)} processes):")
     print_stage_table(loops, times, "action", indent="  ")
     print(f"  the replaying thread (analysis, events, spooling): {thread:.2f} ms an action")
     print(f"  lineage's own threads meanwhile (delivery): {own:.2f} ms an action")
-    total = thread + own
-    verdict = "within" if total <= BUDGET_MS else "OVER"
-    print(f"  the action's work in all: {total:.2f} ms (budget <= {BUDGET_MS:g}: {verdict})")
+    # No verdict here: the budget is the whole client's, in situ (on minus off above), which costs about 1.5 times
+    # the loop's.
+    print(f"  the action's work in all: {thread + own:.2f} ms (warm, on one thread: not the budget's figure)")
 
 
 if __name__ == "__main__":
