@@ -267,10 +267,15 @@ class FailoverSpool:
         self.acknowledge_all([event_id])
 
     def acknowledge_all(self, event_ids: Sequence[int]) -> None:
-        """The backend has them: forget them (in one transaction per store), and count this process's as
-        delivered. A disk that cannot record it still never sends them again from here; they are forgotten at
-        :meth:`close`."""
-        for index, raw_ids in _by_store(event_ids).items():
+        """The backend has them: forget them (in one transaction per store, with those :meth:`forget_later` left
+        there), and count this process's as delivered. A disk that cannot record it still never sends them again
+        from here; they are forgotten at :meth:`close`."""
+        by_store = _by_store(event_ids)
+        with self._lock:
+            for index, kept in enumerate(self._stores):
+                if kept.spool.forgetting and kept.writable:
+                    by_store.setdefault(index, [])
+        for index, raw_ids in by_store.items():
             store = self._store(index)
             if store is None or self._closed:
                 continue
@@ -287,6 +292,36 @@ class FailoverSpool:
                         self._hidden.update(unforgotten)
                         self._unforgotten.update(unforgotten)
                     self._failed(store, error, "written")
+        self._delivered(event_ids)
+
+    def forget_later(self, event_ids: Sequence[int]) -> None:
+        """The backend has them, and their sender still holds them: count this process's as delivered, and let
+        their store forget them in its next write (:meth:`Spool.forget_later`): the next events spooled, or
+        the next lease. Those of a store that cannot be written now are forgotten at once
+        (:meth:`acknowledge_all`, which tries and says what it could not)."""
+        now: list[int] = []
+        for index, raw_ids in _by_store(event_ids).items():
+            store = self._store(index)
+            if store is None or self._closed:
+                continue
+            if store.writable and store.readable:
+                store.spool.forget_later(raw_ids)
+            else:
+                now.extend(_encode(raw, index) for raw in raw_ids)
+        if now:
+            self.acknowledge_all(now)
+            gone = set(now)
+            event_ids = [event_id for event_id in event_ids if event_id not in gone]
+        self._delivered(event_ids)
+
+    @property
+    def forgetting(self) -> bool:
+        """Whether delivered events wait in a store that can be written to be forgotten (:meth:`forget_later`)."""
+        with self._lock:
+            return any(store.spool.forgetting for store in self._stores if store.writable and store.readable)
+
+    def _delivered(self, event_ids: Sequence[int]) -> None:
+        """Count this process's events of ``event_ids`` as delivered, and forget the twins of those that have one."""
         twins = []
         with self._lock:
             for event_id in event_ids:

@@ -24,10 +24,13 @@ timeout, or the process died before the answer) is sent again. Otherwise it is e
 and processes sharing a spool, however long a batch takes: a lane begins a send only while its lease outlasts
 that send, renewing it when it would not (:meth:`Sender._begin_send`), and sends nothing another sender took over
 (only a lane stalled longer than its lease, a stopped process, can find that). What a batch delivered is
-forgotten in one transaction: when the batch ends, when a send fails, when the sender closes, or once the first
-of them waited :data:`ACKNOWLEDGE_SECONDS`; until then a delivered event stays leased to its lane (renewed with
-the rest), so only a process that died meanwhile leaves it to be sent again (by the next sender: at most a batch
-of copies, never a loss).
+forgotten in one transaction: when a send fails, when the sender closes, or once the first of them waited
+:data:`ACKNOWLEDGE_SECONDS` in a batch still going; until then a delivered event stays leased to its lane (renewed
+with the rest), so only a process that died meanwhile leaves it to be sent again (by the next sender: at most a
+batch of copies, never a loss). When the batch ends, what it delivered is forgotten in the spool's next write
+(:meth:`~spark_lineage.delivery.spool.Spool.forget_later`: the next events spooled, as a rule, so an action's
+events cost one transaction, not two), or by the lane itself after :data:`ACKNOWLEDGE_SECONDS` if none came;
+this process's readers of the spool take them as gone meanwhile, and other processes as leased.
 """
 
 from __future__ import annotations
@@ -382,7 +385,7 @@ class Sender:
                 return self._send_each(lane, batch, epoch)
         finally:
             lane.emit.batch_ended()
-            self._forget_delivered(lane)
+            self._forget_delivered(lane, later=True)
 
     def _send_each(self, lane: Lane, batch: list[SpooledEvent], epoch: int) -> bool:
         """:meth:`_send`'s loop over the batch."""
@@ -454,22 +457,38 @@ class Sender:
             lane.in_flight = None
         return None
 
-    def _forget_delivered(self, lane: Lane) -> None:
-        """Forget what the lane delivered, in one transaction, and tell :meth:`flush`."""
+    def _forget_delivered(self, lane: Lane, *, later: bool = False) -> None:
+        """Forget what the lane delivered, in one transaction, and tell :meth:`flush`. ``later`` (a batch that
+        ended): in the spool's next write instead (the next events spooled or leased, most often: one transaction
+        fewer an action), which comes within :data:`ACKNOWLEDGE_SECONDS` (:meth:`_wait_for_work`)."""
         with lane.lock:
             if not lane.delivered:
                 return
-            self._forget(lane)
+            if later:
+                self.spool.forget_later(lane.delivered)
+                lane.delivered = []
+            else:
+                self._forget(lane)
         with self._progress:
             self._progress.notify_all()
 
     def _forget(self, lane: Lane) -> None:
-        """Forget the events the lane delivered (under ``lane.lock``). A spool that cannot record it keeps them in
-        the lane's list, to be tried again (:class:`FailoverSpool` never fails so: it stops sending them)."""
-        if lane.delivered:
+        """Forget the events the lane delivered, and those left to be forgotten later (under ``lane.lock``). A
+        spool that cannot record it keeps them in the lane's list, to be tried again (:class:`FailoverSpool`
+        never fails so: it stops sending them)."""
+        if lane.delivered or self.spool.forgetting:
             with costs.stage(Stage.ACKNOWLEDGE):
                 self.spool.acknowledge_all(lane.delivered)
             lane.delivered = []
+
+    def _forget_left(self) -> None:
+        """Forget what was left to be forgotten in the spool's next write, when none came in time."""
+        if self.spool.forgetting:
+            try:
+                with costs.stage(Stage.ACKNOWLEDGE):
+                    self.spool.acknowledge_all(())
+            except Exception:  # a plain Spool's disk: the next write tries again
+                log.debug("spark_lineage: delivered events could not be forgotten yet", exc_info=True)
 
     def _give_back_handed(self, lane: Lane) -> None:
         """Give back the batches handed to the lane that it may not send now (the destination is paused, or other
@@ -502,7 +521,10 @@ class Sender:
             if self._stopping.is_set():
                 return
             self._idle.append(lane)
-        lane.wake.wait(IDLE_POLL_SECONDS)
+        # What was delivered and left to be forgotten goes with the next events spooled, or with this lane's next
+        # lease: within ACKNOWLEDGE_SECONDS, long before its lease ends (another sender would send it again).
+        if not lane.wake.wait(ACKNOWLEDGE_SECONDS if self.spool.forgetting else IDLE_POLL_SECONDS):
+            self._forget_left()
         with self._lock:
             if lane in self._idle:
                 self._idle.remove(lane)

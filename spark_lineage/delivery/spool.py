@@ -332,6 +332,10 @@ class Spool:
         """The room held back is not held (its disk was too full for it, or it was given to the spool): new
         events must not go on that disk, or sending and forgetting the ones there could no longer be written."""
         self._lock = threading.Lock()
+        self._later: list[int] = []
+        """Delivered events to forget in the next transaction that writes (:meth:`forget_later`)."""
+        self._later_lock = threading.Lock()
+        """Guards :attr:`_later` alone: handing events over never waits for a transaction."""
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)
             database = str(path / SPOOL_FILE)
@@ -429,9 +433,13 @@ class Spool:
         return str(self.path) if self.path is not None else "memory"
 
     def close(self) -> None:
-        """Copy the write-ahead log into the main file (so that the main file holds everything, and a log damaged
-        later costs nothing), then close. Never raises: a spool that cannot even be closed cleanly is left as
-        it is, and sqlite recovers it the next time it opens."""
+        """Forget what waits to be forgotten (:meth:`forget_later`), copy the write-ahead log into the main file (so
+        that the main file holds everything, and a log damaged later costs nothing), then close. Never raises: a
+        spool that cannot even be closed cleanly is left as it is, and sqlite recovers it the next time it opens
+        (an event delivered but not forgotten is then sent again: at least once)."""
+        if self.forgetting:
+            with contextlib.suppress(sqlite3.Error):
+                self.acknowledge_all(())
         with self._lock:
             if self.path is not None:
                 with contextlib.suppress(sqlite3.Error):
@@ -469,7 +477,7 @@ class Spool:
         one query run's. Otherwise none is leased."""
         now = time.time()
         rows = [(destination, p.run_id, p.job, int(p.application), p.json, len(p.json.encode()), now) for p in payloads]
-        with self._transaction() as db:
+        with self._transaction(forgetting=True) as db:
             db.executemany(
                 "INSERT INTO events (destination, run_id, job, application, payload, size, created) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -542,7 +550,7 @@ class Spool:
         run's events still arrive in spool order."""
         now = time.time()
         skip, skipped = _excluding(exclude)
-        with self._transaction() as db:
+        with self._transaction(forgetting=True) as db:
             self._end_leases_of_ended_processes(db, now)
             rows = self._leasable(db, destination, now, limit, one_run, skip, skipped)
             if rows:
@@ -624,7 +632,7 @@ class Spool:
         instead (:mod:`~spark_lineage.delivery.failover`). ``let_go``: events
         whose holders gave them back, which that disk could not record."""
         now = time.time()
-        skip, skipped = _excluding(exclude)
+        skip, skipped = self._excluding(exclude)
         with self._lock:
             holders = [owner for (owner,) in self._db.execute(LEASE_HOLDERS, (now,)).fetchall()]
             ended = json.dumps([owner for owner in holders if _owner_ended(owner)])
@@ -651,21 +659,41 @@ class Spool:
 
     @_reclaiming(reserve=True)
     def acknowledge_all(self, event_ids: Collection[int]) -> None:
-        """The backend has them: forget them, in one transaction (those already forgotten are no matter)."""
+        """The backend has them: forget them, in one transaction (those already forgotten are no matter), with
+        those :meth:`forget_later` was given."""
+        if event_ids or self.forgetting:
+            with self._transaction(forgetting=True) as db:
+                self._forget(db, event_ids)
+
+    def forget_later(self, event_ids: Collection[int]) -> None:
+        """The backend has them, and the one who leased them still holds them: forget them in the next transaction
+        that writes (the next :meth:`put_all`, :meth:`lease` or :meth:`acknowledge_all`, or :meth:`close`), not
+        in one of their own. Until then this spool's readers take them as gone; other processes see them leased.
+        Whoever hands them over makes sure such a transaction comes well before the lease ends (a sender: within
+        its :data:`~spark_lineage.delivery.sender.ACKNOWLEDGE_SECONDS`)."""
+        with self._later_lock:
+            self._later.extend(event_ids)
+
+    @property
+    def forgetting(self) -> bool:
+        """Whether events wait to be forgotten (:meth:`forget_later`)."""
+        return bool(self._later)
+
+    @staticmethod
+    def _forget(db: sqlite3.Connection, event_ids: Collection[int]) -> None:
         if not event_ids:
             return
         ids = json.dumps(sorted(event_ids))
-        with self._transaction() as db:
-            if _RETURNING:
-                sizes = db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS} RETURNING size", (ids,)).fetchall()
-                size = sum(size for (size,) in sizes)
-            else:
-                (size,) = db.execute(
-                    f"SELECT COALESCE(SUM(size), 0) FROM events WHERE id IN {_JSON_IDS}", (ids,)
-                ).fetchone()
-                db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
-            db.execute(f"DELETE FROM leases WHERE id IN {_JSON_IDS}", (ids,))
-            self._add_bytes(db, -int(size))
+        if _RETURNING:
+            sizes = db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS} RETURNING size", (ids,)).fetchall()
+            size = sum(size for (size,) in sizes)
+        else:
+            query = f"SELECT COALESCE(SUM(size), 0) FROM events WHERE id IN {_JSON_IDS}"
+            (size,) = db.execute(query, (ids,)).fetchone()
+            db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
+        db.execute(f"DELETE FROM leases WHERE id IN {_JSON_IDS}", (ids,))
+        if size:
+            Spool._add_bytes(db, -int(size))
 
     @_reclaiming(reserve=True)
     def renew(self, event_ids: Collection[int], owner: str, until: float) -> set[int]:
@@ -713,7 +741,7 @@ class Spool:
     def waiting(self, destination: str, exclude: Collection[int] = ()) -> bool:
         """Whether an event for ``destination`` waits that nobody holds, but the events ``exclude`` names (some
         sender may lease it now, or may once the events before it went)."""
-        skip, skipped = _excluding(exclude)
+        skip, skipped = self._excluding(exclude)
         with self._lock:
             found = self._db.execute(
                 f"SELECT 1 FROM events e WHERE destination = ? AND {LEASE_FREE}{skip} LIMIT 1",
@@ -724,7 +752,7 @@ class Spool:
     def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
         """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
         conditions, arguments = (["destination = ?"], [destination]) if destination else ([], [])
-        skip, skipped = _excluding(exclude)
+        skip, skipped = self._excluding(exclude)
         if skip:
             conditions.append(skip.removeprefix(" AND "))
             arguments.extend(skipped)
@@ -749,17 +777,34 @@ class Spool:
     # --- plumbing --------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, forgetting: bool = False) -> Iterator[sqlite3.Connection]:
+        """One immediate transaction; ``forgetting``: it first forgets what :meth:`forget_later` was given (given
+        back to be forgotten later if the transaction fails)."""
         with self._lock:
+            later = self._take_later() if forgetting else []
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._forget(self._db, later)
                 yield self._db
                 # Inside: a COMMIT that fails (a full disk) must not leave the transaction open for the next one.
                 self._db.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
+                if later:
+                    with self._later_lock:
+                        self._later[:0] = later
                 raise
+
+    def _take_later(self) -> list[int]:
+        with self._later_lock:
+            later, self._later = self._later, []
+        return later
+
+    def _excluding(self, ids: Collection[int]) -> tuple[str, tuple[str, ...]]:
+        """:func:`_excluding` of ``ids`` and of the events waiting to be forgotten (gone, to this spool's readers)."""
+        later = self._later
+        return _excluding([*ids, *later] if later else ids)
 
     @staticmethod
     def _end_leases_of_ended_processes(db: sqlite3.Connection, now: float) -> None:

@@ -5,8 +5,10 @@ integration tests run Spark jobs through the same paths)."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -26,10 +28,11 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 from openlineage.client.transport.transport import Transport
 
 from spark_lineage.delivery import Delivery, FailoverSpool, prepare
+from spark_lineage.delivery import sender as sender_module
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
-from spark_lineage.delivery.spool import Handoff, Spool, SpooledEvent, StoredAll
+from spark_lineage.delivery.spool import Handoff, Pending, Spool, SpooledEvent, StoredAll
 from spark_lineage.redaction import Redactor
 from spark_lineage.transports import leave_retries_to_the_spool
 from spark_lineage.worker import ErrorLog
@@ -469,6 +472,23 @@ def _idle(sender: Sender) -> None:
         time.sleep(0.01)
 
 
+def _sent(spool: FailoverSpool, receiver: LineageReceiver, count: int) -> None:
+    """Wait until nothing waits in ``spool`` and ``receiver`` has ``count`` events (not flush(), which wakes a
+    lane to look for more)."""
+    deadline = time.monotonic() + 30
+    while spool.pending().count or len(receiver.events) < count:
+        assert time.monotonic() < deadline, "the handed batch was not sent"
+        time.sleep(0.01)
+
+
+def _each_once_in_order(receiver: LineageReceiver, runs: int) -> None:
+    """``receiver`` got the events of :func:`_query` ``1`` to ``runs``, in order, each once."""
+    assert [(event["job"]["name"], event["eventType"]) for event in receiver.events] == [
+        (f"job_{run}", state) for run in range(1, runs + 1) for state in ("START", *["RUNNING"] * 4, "COMPLETE")
+    ]
+    assert set(receiver.copies().values()) == {1}
+
+
 def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_and_sent_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -494,19 +514,120 @@ def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_
             delivery.submit_all(_query(run))
             _disk(spool)._db.set_trace_callback(None)
             assert any(statement.startswith("INSERT OR REPLACE INTO leases") for statement in statements)
-            deadline = time.monotonic() + 30  # not flush(), which wakes a lane to look for more
-            while spool.pending().count or len(receiver.events) < 6 * run:
-                assert time.monotonic() < deadline, "the handed batch was not sent"
-                time.sleep(0.01)
+            _sent(spool, receiver, 6 * run)
             _idle(delivery.sender)
         assert leased == []
         assert delivery.close(30)
     finally:
         receiver.close()
-    assert [(event["job"]["name"], event["eventType"]) for event in receiver.events] == [
-        (f"job_{run}", state) for run in (1, 2, 3) for state in ("START", *["RUNNING"] * 4, "COMPLETE")
-    ]
-    assert set(receiver.copies().values()) == {1}
+    _each_once_in_order(receiver, runs=3)
+
+
+def _traced(statements: list[tuple[int, str]], statement: str) -> None:
+    statements.append((threading.get_ident(), statement))
+
+
+def test_what_a_batch_delivered_is_forgotten_in_the_next_queries_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handed batch, once delivered, is not forgotten in a transaction of its own: the next query's put deletes
+    it in its own transaction, before its rows go in (so that query is handed off in turn). One transaction a
+    query in all; the last query's events are forgotten at close."""
+    monkeypatch.setattr(sender_module, "ACKNOWLEDGE_SECONDS", 60.0)  # the lane never forgets on its own here
+    receiver = LineageReceiver()
+    spool = FailoverSpool(tmp_path / "spool")
+    disk = _disk(spool)
+    delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor())
+    try:
+        _idle(delivery.sender)
+        for run in (1, 2, 3):
+            statements: list[tuple[int, str]] = []
+            disk._db.set_trace_callback(functools.partial(_traced, statements))
+            delivery.submit_all(_query(run))
+            _sent(spool, receiver, 6 * run)
+            _idle(delivery.sender)
+            disk._db.set_trace_callback(None)
+            begun = [statement for _, statement in statements if statement.startswith("BEGIN")]
+            assert begun == ["BEGIN IMMEDIATE"], statements
+            mine = [statement.split(" (")[0] for thread, statement in statements if thread == threading.get_ident()]
+            expected = (
+                ["BEGIN IMMEDIATE", "INSERT INTO events"]
+                if run == 1
+                else ["BEGIN IMMEDIATE", "DELETE FROM events WHERE id IN", "DELETE FROM leases WHERE id IN"]
+            )
+            assert [statement[: len(prefix)] for statement, prefix in zip(mine, expected)] == expected, mine
+            with disk._lock:
+                (rows,) = disk._db.execute("SELECT COUNT(*) FROM events").fetchone()
+            assert rows == 6, "the query just delivered waits to be forgotten with the next"
+        assert delivery.close(30)
+    finally:
+        receiver.close()
+    _each_once_in_order(receiver, runs=3)
+    assert spool.fates().delivered == 18
+    reopened = Spool(tmp_path / "spool")
+    assert reopened.pending() == Pending(0, (), 0)
+    reopened.close()
+
+
+def test_events_left_to_be_forgotten_are_gone_to_this_spool_and_held_for_others_until_a_write_forgets_them(
+    tmp_path: Path,
+) -> None:
+    """``forget_later``: this spool's readers take the events as gone at once (nothing waits, a handoff takes
+    the next query as if they were forgotten); another process's spool sees them leased, not waiting; a write
+    that fails keeps them to be forgotten by the next one."""
+    spool = Spool(tmp_path)
+    other = Spool(tmp_path)  # another process's, as far as the file goes
+    mine = Handoff("lane", 60, limit=6)
+    first = spool.put_all(DESTINATION, _payloads(_query(1)), mine)
+    spool.forget_later(first.ids)
+    assert spool.forgetting and spool.pending().count == 0 and not spool.waiting(DESTINATION)
+    assert other.pending().count == 6 and other.lease(DESTINATION, "other lane", 50, 60) == []
+    second = spool.put_all(DESTINATION, _payloads(_query(2)), mine)
+    assert [event.id for event in second.leased] == second.ids == [7, 8, 9, 10, 11, 12]
+    assert not spool.forgetting and other.pending().count == 6 and other.held_by("lane") == second.ids
+
+    spool.forget_later(second.ids)
+    with spool._lock:
+        spool._db.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'no'); END")
+    with pytest.raises(sqlite3.IntegrityError):
+        spool.put_all(DESTINATION, _payloads(_query(3)))
+    assert spool.forgetting and spool.pending().count == 0 and other.pending().count == 6
+    with spool._lock:
+        spool._db.execute("DROP TRIGGER refuse")
+    spool.acknowledge_all(())
+    assert not spool.forgetting and other.pending() == Pending(0, (), 0)
+    spool.close()
+    other.close()
+
+
+def test_a_lane_forgets_what_it_delivered_itself_when_nothing_is_spooled_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no query after it, what a lane delivered is forgotten by the lane after ACKNOWLEDGE_SECONDS, long
+    before its lease runs out: another process would then send it again."""
+    monkeypatch.setattr(sender_module, "ACKNOWLEDGE_SECONDS", 0.2)
+    receiver = LineageReceiver()
+    spool = Spool(tmp_path)
+    sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog())
+    try:
+        _idle(sender)
+        handoff = sender.offer()
+        assert handoff is not None
+        asked = time.time()
+        stored = spool.put_all(DESTINATION, _payloads(_query(1)), handoff)
+        sender.hand(handoff, stored.leased, asked)
+        deadline = time.monotonic() + 30
+        while True:
+            with spool._lock:
+                (rows,) = spool._db.execute("SELECT COUNT(*) FROM events").fetchone()
+            if not rows:
+                break
+            assert time.monotonic() < deadline, "the delivered events were never forgotten"
+            time.sleep(0.05)
+        assert len(receiver.events) == 6 and not spool.forgetting
+        assert sender.close(30)
+    finally:
+        receiver.close()
 
 
 def test_the_spool_hands_off_only_what_a_lease_would_take_at_once(tmp_path: Path) -> None:
