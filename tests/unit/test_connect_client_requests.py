@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from spark_lineage import naming
-from spark_lineage.connect.client.datasets import ActionDatasets, action_datasets
+from spark_lineage.connect.client.datasets import ActionDatasets, action_datasets, read_datasets
 from spark_lineage.connect.client.requests import (
     ActionKind,
     ClientAction,
@@ -375,3 +375,20 @@ def test_the_visitor_meets_every_message_of_a_request_in_its_fields_order(versio
         visited = list(messages(request.plan))
         assert [m.DESCRIPTOR.full_name for m in visited] == [m.DESCRIPTOR.full_name for m in expected]
         assert [m.SerializeToString() for m in visited] == [m.SerializeToString() for m in expected]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_same_read_is_read_once_and_named_once_for_its_action(version: str) -> None:
+    """A read met again (by the column lineage's walk of the action, or in the next action) is the same object;
+    the column lineage takes its datasets as the action named them."""
+    first, again = _action(version, "join_write_json"), _action(version, "join_write_json")
+    assert [id(read) for read in first.reads] == [id(read) for read in again.reads]
+    found = action_datasets(first)
+    table, source = first.reads
+    assert list(found.by_read) == [id(source)]  # a table's dataset is the catalog's to say
+    named = found.by_read[id(source)][1]
+    assert named == [naming.DatasetIdentifier(*FILE_SOURCE)]
+    assert read_datasets(source, found) == named and read_datasets(source, found) is not named
+    other = ReadSource(format="parquet", paths=(f"{DATA}/other",))
+    assert read_datasets(other, found) == [naming.DatasetIdentifier("file", f"{DATA}/other")]
+    assert read_datasets(table, found) == []

@@ -43,6 +43,9 @@ class ActionDatasets:
     """What was read or written but cannot be named from the client, and why."""
     facets: dict[DatasetIdentifier, dict[str, Any]] = field(default_factory=dict)
     """The dataset facets a provider gave a dataset it named, as on the driver side (a Delta table's ``storage``)."""
+    by_read: dict[int, tuple[ReadSource, list[DatasetIdentifier]]] = field(default_factory=dict)
+    """The datasets each data-source read of the action names, by the read's ``id`` (with the read: ids are
+    reused once an object is gone): what the action's column lineage looks up instead of naming them again."""
 
     def lineage(self, identifiers: list[DatasetIdentifier]) -> list[DatasetLineage]:
         """The datasets ``identifiers`` name (of :attr:`inputs` or :attr:`outputs`), each with its facets."""
@@ -53,7 +56,10 @@ def action_datasets(action: ClientAction) -> ActionDatasets:
     """The datasets ``action`` names, from its protos alone (no round trip)."""
     found = ActionDatasets()
     for read in action.reads:
+        first = len(found.inputs)
         _read(read, found)
+        if read.table is None:
+            found.by_read[id(read)] = (read, list(dict.fromkeys(found.inputs[first:])))
     if action.write is not None:
         _write(action.write, found)
     for sql in action.sql:
@@ -65,8 +71,12 @@ def action_datasets(action: ClientAction) -> ActionDatasets:
     return found
 
 
-def read_datasets(read: ReadSource) -> list[DatasetIdentifier]:
-    """The datasets one read of a data source names (none for a table, a source with no name)."""
+def read_datasets(read: ReadSource, named: ActionDatasets | None = None) -> list[DatasetIdentifier]:
+    """The datasets one read of a data source names (none for a table, a source with no name); as ``named``
+    named them, if that read is one of its action's."""
+    known = named.by_read.get(id(read)) if named is not None else None
+    if known is not None and known[0] is read:
+        return list(known[1])
     found = ActionDatasets()
     if read.table is None:
         _read(read, found)

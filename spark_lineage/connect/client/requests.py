@@ -11,6 +11,7 @@ a password never leaves the request.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -281,6 +282,15 @@ def _input(relation: Any) -> dict[str, Any]:
 
 
 def read_source(read: Any) -> ReadSource:
+    """What a ``Read`` relation reads: the same object for the same message (an action's datasets and its column
+    lineage walk the same reads, and a session's actions read the same sources again)."""
+    kind: Any = type(read)  # hashable, as every class (typeshed's type[Any] is not said to be)
+    return _read_source(kind, read.SerializeToString(deterministic=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_source(kind: Any, serialized: bytes) -> ReadSource:
+    read = kind.FromString(serialized)
     if read.WhichOneof("read_type") == "named_table":
         table = read.named_table
         return ReadSource(table=str(table.unparsed_identifier), options=_naming_options(table.options))

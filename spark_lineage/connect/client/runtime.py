@@ -23,6 +23,7 @@ request (:mod:`~spark_lineage.connect.client.columns`); each column it does not 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -38,7 +39,7 @@ from openlineage.client.generated.lifecycle_state_change_dataset import Lifecycl
 from spark_lineage import costs, naming
 from spark_lineage.config import CONF_PREFIX, LineageConfig
 from spark_lineage.connect.client.columns import dataframe_columns, merged, sql_columns
-from spark_lineage.connect.client.datasets import action_datasets, read_datasets
+from spark_lineage.connect.client.datasets import ActionDatasets, action_datasets, read_datasets
 from spark_lineage.connect.client.frames import LeafColumns
 from spark_lineage.connect.client.jobs import SAVE_INTO_DATA_SOURCE, action_command
 from spark_lineage.connect.client.requests import (
@@ -395,7 +396,7 @@ class ClientRuntime:
             with costs.stage(Stage.COLUMN_LINEAGE):
                 try:
                     analyzed = runs.command == SAVE_INTO_DATA_SOURCE
-                    column_lineage = self._column_lineage(action, found.output_tables, schema, errors, analyzed)
+                    column_lineage = self._column_lineage(action, found, schema, errors, analyzed)
                 except Exception as error:  # noqa: BLE001 - a plan no rule foresaw must not cost the run its datasets
                     errors.append(f"column lineage failed ({one_line(error)}); the datasets are reported without it")
             for dataset in outputs:
@@ -541,24 +542,27 @@ class ClientRuntime:
     def _column_lineage(
         self,
         action: ClientAction,
-        tables: Sequence[str],
+        found: ActionDatasets,
         schema: Sequence[SchemaField] | None,
         errors: list[str],
         analyzed: bool,
     ) -> ColumnLineage | None:
-        """What the columns an action writes come from, as far as the client can tell; what it cannot is said in
-        ``errors``. ``analyzed``: the server writes the plan as analyzed (a data source save)."""
+        """What the columns an action writes come from, as far as the client can tell (its reads' datasets as
+        ``found`` named them); what it cannot is said in ``errors``. ``analyzed``: the server writes the plan as
+        analyzed (a data source save)."""
         config = self.config.column_lineage
         assert config is not None
+        tables = found.output_tables
         target = self.tables.columns(tables[0]) if len(tables) == 1 and _appends(action) else None
+        leaf = functools.partial(self._leaf, named=found)
         if action.kind == ActionKind.SQL:
             if not action.sql:
                 return None
-            claimed = sql_columns(action.sql[0], self._leaf, target=target, schema_size_limit=config.schema_size_limit)
+            claimed = sql_columns(action.sql[0], leaf, target=target, schema_size_limit=config.schema_size_limit)
         elif action.input is not None:
             claimed = dataframe_columns(
                 action.input,
-                self._leaf,
+                leaf,
                 names=[column.name for column in schema] if schema else None,
                 target=target,
                 positional=action.write is not None and action.write.method == "insertInto",
@@ -574,16 +578,16 @@ class ClientRuntime:
             return ColumnLineage(claimed.fields, claimed.dataset)
         return ColumnLineage(merged(claimed))
 
-    def _leaf(self, read: ReadSource, message: Any) -> LeafColumns:
+    def _leaf(self, read: ReadSource, message: Any, named: ActionDatasets | None = None) -> LeafColumns:
         """What a read of an action's input stands for: a table's dataset and columns (from the server's
-        catalog, asked once), or a data source's datasets and the columns it declares (or, with
-        ``python.connect.resolveSchemas``, the server says)."""
+        catalog, asked once), or a data source's datasets (as ``named`` named them, when it did) and the columns
+        it declares (or, with ``python.connect.resolveSchemas``, the server says)."""
         if read.table is not None:
             dataset = self.tables.dataset(read.table, [])
             if dataset is None:
                 return LeafColumns((), unclaimed=f"table {read.table} is not followed (its error says why)")
             return LeafColumns((dataset.identifier,), self.tables.columns(read.table), qualifiers(read.table))
-        identifiers = read_datasets(read)
+        identifiers = read_datasets(read, named)
         if not identifiers:
             return LeafColumns((), unclaimed="a source this library has no name for")
         columns = declared_columns(read.schema) if read.schema else None
