@@ -2,16 +2,20 @@
 ``tests/integration/test_delta.py``: Delta needs its session extension and its catalog as ``spark_catalog``,
 which the test run's shared session must not get, so Delta runs in an application of its own.
 
-    python -m tests.integration.delta_job --url http://127.0.0.1:PORT --base DIR
+    python -m tests.integration.delta_job --url http://127.0.0.1:PORT --base DIR [--client PYTHON]
 
-Events go over HTTP to ``--url``. Each operation writes tables and paths of its own, so that the test finds
-its run by name; the operations run one after the other, each waiting until its events are delivered.
+Events go over HTTP to ``--url``. With ``--client``, the application is a Spark Connect server too, and at the
+end, its own lineage off, a client process of that interpreter saves to a Delta path with lineage of its own
+(``tests/integration/delta_connect_client.py``). Each operation writes tables and paths of its own, so that
+the test finds its run by name; the operations run one after the other, each waiting until its events are delivered.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,16 +24,20 @@ from typing import Any
 APP_NAME = "Delta Lineage Tests"
 
 
-def session(base: Path, kafka: str | None = None) -> Any:
+def session(base: Path, kafka: str | None = None, connect_port: int | None = None) -> Any:
+    """The application's session; with ``connect_port``, a Spark Connect server too, on that port."""
     import pyspark
     from pyspark.sql import SparkSession
 
-    from tests.jars import SPARK_SHIPS, delta_spark, spark_kafka
+    from spark_lineage.connect.server import connect_package, spark_jars_dir
+    from tests.jars import CONNECT_PLUGIN, SPARK_SHIPS, delta_spark, spark_kafka
     from tests.parity.delta_scenarios import delta_confs
 
     packages = [str(delta_spark(pyspark.__version__))]
     if kafka:
         packages += filter(None, [spark_kafka(pyspark.__version__)])
+    if connect_port is not None:
+        packages += filter(None, [connect_package(pyspark.__version__, spark_jars_dir(os.environ), {})])
 
     builder = (
         SparkSession.builder.master("local[1]")
@@ -43,6 +51,10 @@ def session(base: Path, kafka: str | None = None) -> Any:
     )
     for key, value in delta_confs().items():
         builder = builder.config(key, value)
+    if connect_port is not None:
+        builder = builder.config("spark.plugins", CONNECT_PLUGIN).config(
+            "spark.connect.grpc.binding.port", str(connect_port)
+        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -182,9 +194,17 @@ def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--kafka", help="a Kafka broker's bootstrap servers: also run the Kafka to Delta pipeline")
+    parser.add_argument(
+        "--client",
+        help="an interpreter with PySpark's Connect client: at the end, with this application's lineage off, a "
+        "client of its Connect server saves to a Delta path with lineage of its own (delta_connect_client)",
+    )
     args = parser.parse_args()
     base = args.base.resolve()
-    spark = session(base, args.kafka)
+    from tests.support import free_port
+
+    connect_port = free_port() if args.client else None
+    spark = session(base, args.kafka, connect_port)
     spark.createDataFrame(
         [(1, "ann", "paris"), (2, "bob", "oslo"), (3, "cy", "paris")], "id int, name string, city string"
     ).write.parquet(str(base / "source"))
@@ -201,6 +221,20 @@ def main() -> None:
         handle.flush(60)
         print(f"DONE {name}", flush=True)
     handle.disable(timeout=60)
+    if args.client:
+        rest = [args.url, str(base)]
+        client = subprocess.run(
+            [args.client, "-m", "tests.integration.delta_connect_client", f"sc://127.0.0.1:{connect_port}", *rest],
+            cwd=Path(__file__).resolve().parents[2],
+            # The client's own PySpark, not this application's (which PySpark put on PYTHONPATH and SPARK_HOME).
+            env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert client.returncode == 0, f"the Connect client failed:\n{client.stderr[-3000:]}"
+        print("DONE connect client", flush=True)
     spark.stop()
     print("RESULT " + json.dumps({"stamps": stamps}), flush=True)
 

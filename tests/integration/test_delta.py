@@ -5,7 +5,9 @@ datasets, named as openlineage-spark names them, with their lifecycle, ``storage
 Delta needs its session extension and its catalog as ``spark_catalog``; the run's shared session must not
 get them, so every operation runs in one Spark application of its own (``tests/integration/delta_job.py``),
 started once for this module, which sends its events over HTTP to a receiver here that validates each
-against the OpenLineage schemas.
+against the OpenLineage schemas. That application is a Spark Connect server too: at its end, with its own
+lineage off, a client process (PySpark's Connect client, no JVM) saves to a Delta path with lineage of its own,
+which names it as the server side names its own saves.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.jars import delta_version, spark_line
-from tests.support import REPO_ROOT, LineageReceiver, query_events, run_ends
+from tests.support import REPO_ROOT, LineageReceiver, client_python, query_events, run_ends
 
 pytestmark = pytest.mark.spark
 
@@ -70,6 +72,7 @@ def app(tmp_path_factory: pytest.TempPathFactory, kafka: Any) -> Iterator[DeltaA
     try:
         command = [sys.executable, "-m", "tests.integration.delta_job", "--url", receiver.url, "--base", str(base)]
         command += ["--kafka", kafka.bootstrap] if kafka is not None else []
+        command += ["--client", client_python()]
         finished = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False)
         assert finished.returncode == 0, f"the Delta application failed:\n{finished.stderr[-4000:]}"
         events = list(receiver.events)
@@ -168,6 +171,34 @@ def test_path_saves_name_the_table_by_its_path(app: DeltaApp) -> None:
     assert lifecycles == ["CREATE", None, "OVERWRITE"]
     assert _columns(_one(runs[1][1], "outputs"))["(rows)"] == ["source.id:FILTER"]
     assert _columns(_one(runs[2][1], "outputs"))["name"] == ["source.name:TRANSFORMATION"]
+
+
+def test_a_connect_clients_delta_saves_are_named_as_the_server_side_names_its_own(app: DeltaApp) -> None:
+    """A Spark Connect client of a server that runs no lineage (the application's own, turned off) saves to a
+    Delta path and appends to it: its own lineage, from its protos alone, names them as the server side named
+    its save and append of the same source (its own path aside), with the same facets: the Delta table's
+    ``storage``, its ``lifecycleStateChange``, the ``dataSource``; and it says which column lineage it lacks."""
+    client = app.runs("execute_save_into_data_source_command.paths_client_people")
+    server = app.runs("execute_save_into_data_source_command.paths_people")[:2]  # save, append
+    assert len(client) == 2
+    for (start, complete), (_, own) in zip(client, server):
+        for event in (start, complete):
+            assert event["run"]["facets"]["spark_connect"]["derivedOnClient"] is True
+        assert _ids(complete, "inputs") == _ids(own, "inputs") == [("file", app.path("source"))]
+        mine, theirs = _one(complete, "outputs"), _one(own, "outputs")
+        assert (mine["namespace"], mine["name"]) == ("file", app.path("paths", "client_people"))
+        for facet in ("storage", "lifecycleStateChange", "dataSource"):
+            assert _facet(mine, facet) == _facet(theirs, facet), facet
+    assert [_lifecycle(_one(complete, "outputs")) for _, complete in client] == ["CREATE", None]
+    # The accepted difference: the source's columns are the server's to know (the client claims none, and says
+    # so; python.connect.resolveSchemas=true asks the server, tests/integration/test_connect_client.py).
+    for _, complete in client:
+        assert _facet(_one(complete, "outputs"), "columnLineage") is None
+        assert [error["errorMessage"] for error in complete["run"]["facets"]["extractionError"]["errors"]] == [
+            "column lineage: no column lineage: which columns are written is not known on the client (a * over a "
+            "source whose schema is not known on the client); python.connect.resolveSchemas=true asks the server"
+        ]
+    assert all(_facet(_one(own, "outputs"), "columnLineage") for _, own in server)
 
 
 @pytest.mark.parametrize(
@@ -353,6 +384,9 @@ def test_delta_internals_are_not_reported(app: DeltaApp) -> None:
         "execute_save_into_data_source_command.paths_stream_source": 1,
         "columnar_to_row": 1,  # the micro-batch of the Delta stream into foreachBatch (whose sink is no dataset)
         "execute_insert_into_hadoop_fs_relation_command.out_from_delta_stream": 1,  # its foreachBatch write
+        # The Connect client's save and append: its own lineage, whose extractionError says which columns it
+        # cannot follow from its protos (test_a_connect_clients_delta_saves_...).
+        "execute_save_into_data_source_command.paths_client_people": 2,
     }
     if app.kafka is not None:
         expected["execute_save_into_data_source_command"] = 1  # into the topic: a Kafka save names no suffix
@@ -363,7 +397,8 @@ def test_delta_internals_are_not_reported(app: DeltaApp) -> None:
         if event["eventType"] == "COMPLETE":
             name = event["job"]["name"].removeprefix(f"{APP}.")
             counts[name] = counts.get(name, 0) + 1
-            assert "extractionError" not in (event["run"].get("facets") or {}), event["run"]["facets"]
+            if "spark_connect" not in event["run"]["facets"]:
+                assert "extractionError" not in event["run"]["facets"], event["run"]["facets"]
         for dataset in event["inputs"] + event["outputs"]:
             assert "_delta_log" not in dataset["name"], (event["job"]["name"], dataset["name"])
     assert counts == expected
