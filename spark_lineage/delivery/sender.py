@@ -63,7 +63,8 @@ MAX_TIMEOUT_DOUBLINGS = 3
 JOIN_SECONDS = 0.2
 """How long :meth:`Sender.close` waits for its lanes' threads, in all."""
 ACKNOWLEDGE_SECONDS = 1.0
-"""The longest a delivered event waits to be forgotten with the rest of its batch (a slow backend's batch)."""
+"""The longest a delivered event waits to be forgotten with the rest of its batch (a slow backend's batch), or,
+once its batch ended, with the spool's next write (a lane that finds none meanwhile forgets it itself)."""
 LEASE_SLACK_SECONDS = 10.0
 """What a lane's lease must still have left when a send has surely ended: time to forget the event, or renew the
 lease, after it (the spool may be busy with another process's transaction meanwhile)."""
