@@ -138,6 +138,10 @@ class Lane:
     """Events the backend took that are not forgotten yet (see :meth:`Sender._forget`)."""
     delivered_since: float = 0.0
     """``time.monotonic()`` when the first of them was delivered."""
+    blocked: bool = False
+    """The lane's last lease took nothing while events nobody holds waited (behind events another sender holds,
+    which it may have delivered and not forgotten yet): it looks again after :data:`ACKNOWLEDGE_SECONDS`, not
+    the idle poll's."""
     handed: list[tuple[list[SpooledEvent], float]] = field(default_factory=list)
     """Batches the spool leased to the lane as they were spooled (:meth:`Sender.hand`), each with the
     ``time.time()`` until which it is surely leased: sent before the lane leases anything, or given back."""
@@ -359,13 +363,14 @@ class Sender:
             handed, lane.handed = lane.handed[:1], lane.handed[1:]
         if handed:  # leased as it was spooled: nothing of the destination was before it then
             batch, lane.leased_until = handed[0]
-            more = bool(lane.handed)
+            more, lane.blocked = bool(lane.handed), False
         else:
             seconds = self.lease_seconds
             with costs.stage(Stage.LEASE):
                 lane.leased_until = time.time() + seconds  # before the spool's clock reading: never later than it
                 batch = self.spool.lease(self.destination, lane.owner, BATCH, seconds, one_run=not alone)
                 more = bool(batch) and not alone and self.spool.waiting(self.destination)
+                lane.blocked = not batch and self.spool.waiting(self.destination)
         if not batch:
             return False
         if more:
@@ -524,7 +529,10 @@ class Sender:
             self._idle.append(lane)
         # What was delivered and left to be forgotten goes with the next events spooled, or with this lane's next
         # lease: within ACKNOWLEDGE_SECONDS, long before its lease ends (another sender would send it again).
-        if not lane.wake.wait(ACKNOWLEDGE_SECONDS if self.spool.forgetting else IDLE_POLL_SECONDS):
+        # A lane that found events it could not take looks again as soon: whoever holds what is before them forgets
+        # what it delivered within that time.
+        soon = lane.blocked or self.spool.forgetting
+        if not lane.wake.wait(ACKNOWLEDGE_SECONDS if soon else IDLE_POLL_SECONDS):
             self._forget_left()
         with self._lock:
             if lane in self._idle:

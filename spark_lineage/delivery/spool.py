@@ -39,6 +39,7 @@ import socket
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,10 +333,9 @@ class Spool:
         """The room held back is not held (its disk was too full for it, or it was given to the spool): new
         events must not go on that disk, or sending and forgetting the ones there could no longer be written."""
         self._lock = threading.Lock()
-        self._later: list[int] = []
-        """Delivered events to forget in the next transaction that writes (:meth:`forget_later`)."""
-        self._later_lock = threading.Lock()
-        """Guards :attr:`_later` alone: handing events over never waits for a transaction."""
+        self._later = _Forgettable()
+        """Delivered events to forget in the next transaction that writes (:meth:`forget_later`): shared with
+        every spool of this process on the same file, once it is open."""
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)
             database = str(path / SPOOL_FILE)
@@ -360,6 +360,8 @@ class Spool:
                     # (they are redacted before they are spooled).
                     self._db.execute("PRAGMA secure_delete = FAST")
                 self._db.executescript(_SCHEMA)
+                if path is not None:
+                    self._later = _forgettable(path / SPOOL_FILE)
         except BaseException:
             self._db.close()
             raise
@@ -671,13 +673,13 @@ class Spool:
         in one of their own. Until then this spool's readers take them as gone; other processes see them leased.
         Whoever hands them over makes sure such a transaction comes well before the lease ends (a sender: within
         its :data:`~spark_lineage.delivery.sender.ACKNOWLEDGE_SECONDS`)."""
-        with self._later_lock:
-            self._later.extend(event_ids)
+        with self._later.lock:
+            self._later.ids.extend(event_ids)
 
     @property
     def forgetting(self) -> bool:
         """Whether events wait to be forgotten (:meth:`forget_later`)."""
-        return bool(self._later)
+        return bool(self._later.ids)
 
     @staticmethod
     def _forget(db: sqlite3.Connection, event_ids: Collection[int]) -> None:
@@ -792,18 +794,18 @@ class Spool:
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
                 if later:
-                    with self._later_lock:
-                        self._later[:0] = later
+                    with self._later.lock:
+                        self._later.ids[:0] = later
                 raise
 
     def _take_later(self) -> list[int]:
-        with self._later_lock:
-            later, self._later = self._later, []
+        with self._later.lock:
+            later, self._later.ids = self._later.ids, []
         return later
 
     def _excluding(self, ids: Collection[int]) -> tuple[str, tuple[str, ...]]:
         """:func:`_excluding` of ``ids`` and of the events waiting to be forgotten (gone, to this spool's readers)."""
-        later = self._later
+        later = self._later.ids
         return _excluding([*ids, *later] if later else ids)
 
     @staticmethod
@@ -819,6 +821,36 @@ class Spool:
             return int(db.execute(f"{ADD_BYTES} RETURNING value", (delta,)).fetchone()[0])
         db.execute(ADD_BYTES, (delta,))
         return int(db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()[0])
+
+
+class _Forgettable:
+    """Delivered events of one spool file that wait to be forgotten in the next transaction that writes to it
+    (:meth:`Spool.forget_later`). One per file in a process, shared by every :class:`Spool` on it (each session's
+    delivery opens its own): whichever writes first forgets them, and none of them reads them as waiting; were
+    they one spool's alone, another's lease would find them held, and an event that must go after them (an
+    application run's end) would wait for that spool's next write."""
+
+    __slots__ = ("__weakref__", "ids", "lock")
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.lock = threading.Lock()
+        """Guards :attr:`ids` alone: handing events over never waits for a transaction."""
+
+
+_FORGETTABLE: weakref.WeakValueDictionary[tuple[int, int], _Forgettable] = weakref.WeakValueDictionary()
+"""The :class:`_Forgettable` of each spool file a spool of this process has open, by device and inode (a file
+moved aside keeps its own; the fresh one that takes its place has another)."""
+_FORGETTABLE_LOCK = threading.Lock()
+
+
+def _forgettable(file: Path) -> _Forgettable:
+    stat = file.stat()
+    with _FORGETTABLE_LOCK:
+        shared = _FORGETTABLE.get((stat.st_dev, stat.st_ino))
+        if shared is None:
+            shared = _FORGETTABLE[(stat.st_dev, stat.st_ino)] = _Forgettable()
+        return shared
 
 
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35)

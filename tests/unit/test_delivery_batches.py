@@ -29,6 +29,7 @@ from openlineage.client.transport.transport import Transport
 
 from spark_lineage.delivery import Delivery, FailoverSpool, prepare
 from spark_lineage.delivery import sender as sender_module
+from spark_lineage.delivery import spool as spool_module
 from spark_lineage.delivery.failover import StoreKind
 from spark_lineage.delivery.payloads import Payload, to_payload
 from spark_lineage.delivery.sender import Backoff, Sender
@@ -570,13 +571,14 @@ def test_what_a_batch_delivered_is_forgotten_in_the_next_queries_transaction(
 
 
 def test_events_left_to_be_forgotten_are_gone_to_this_spool_and_held_for_others_until_a_write_forgets_them(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``forget_later``: this spool's readers take the events as gone at once (nothing waits, a handoff takes
     the next query as if they were forgotten); another process's spool sees them leased, not waiting; a write
     that fails keeps them to be forgotten by the next one."""
     spool = Spool(tmp_path)
-    other = Spool(tmp_path)  # another process's, as far as the file goes
+    monkeypatch.setattr(spool_module, "_forgettable", _unshared)
+    other = Spool(tmp_path)  # another process's
     mine = Handoff("lane", 60, limit=6)
     first = spool.put_all(DESTINATION, _payloads(_query(1)), mine)
     spool.forget_later(first.ids)
@@ -598,6 +600,61 @@ def test_events_left_to_be_forgotten_are_gone_to_this_spool_and_held_for_others_
     assert not spool.forgetting and other.pending() == Pending(0, (), 0)
     spool.close()
     other.close()
+
+
+def _unshared(file: Path) -> Any:
+    """What another process's spool on the same file holds to forget: its own."""
+    return spool_module._Forgettable()
+
+
+def test_the_spools_of_one_process_on_one_file_forget_each_others_delivered_events(tmp_path: Path) -> None:
+    """Each session's delivery opens a spool of its own on the process's spool file: what one was told to forget
+    later is gone to the others' readers too, and the first write of any of them forgets it, so an application
+    run's end spooled by another is handed off at once, not held behind it."""
+    mine, sibling = Spool(tmp_path), Spool(tmp_path)
+    first = mine.put_all(DESTINATION, _payloads(_query(1)), Handoff("lane", 60, limit=6))
+    mine.forget_later(first.ids)
+    assert sibling.forgetting and sibling.pending().count == 0 and not sibling.waiting(DESTINATION)
+    end = _payloads([_event(100, RunState.COMPLETE, "APPLICATION", size=100)])
+    handed = sibling.put_all(DESTINATION, end, Handoff("other lane", 60, limit=50))
+    assert [event.job for event in handed.leased] == ["default/job_100"]
+    assert not mine.forgetting and mine.held_by("lane") == []
+    mine.close()
+    sibling.close()
+
+
+def test_a_lane_blocked_behind_another_processes_delivered_events_looks_again_soon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's sender delivered a query's events and forgets them with its next write: until then they
+    are held there, and an application run's end spooled here must wait for them. The lane that found it blocked
+    looks again after ACKNOWLEDGE_SECONDS, not after the idle poll (made ten minutes long here)."""
+    monkeypatch.setattr(sender_module, "ACKNOWLEDGE_SECONDS", 0.2)
+    monkeypatch.setattr(sender_module, "IDLE_POLL_SECONDS", 600.0)
+    monkeypatch.setattr(spool_module, "_forgettable", _unshared)
+    other = Spool(tmp_path)  # another process's
+    held = other.put_all(DESTINATION, _payloads(_query(1)), Handoff("other process's lane", 60, limit=6))
+    other.forget_later(held.ids)
+    receiver = LineageReceiver()
+    spool = Spool(tmp_path)
+    sender = Sender(spool, DESTINATION, _http(receiver.url), ErrorLog())
+    try:
+        _idle(sender)
+        spool.put_all(DESTINATION, _payloads([_event(100, RunState.COMPLETE, "APPLICATION", size=100)]))
+        sender.wake()
+        deadline = time.monotonic() + 30
+        while not sender._lanes[0].blocked:
+            assert time.monotonic() < deadline, "the lane never found the end blocked"
+            time.sleep(0.01)
+        other.acknowledge_all(())  # the other process's next write
+        while not receiver.events:
+            assert time.monotonic() < deadline, "the blocked lane did not look again"
+            time.sleep(0.05)
+        assert [event["job"]["name"] for event in receiver.events] == ["job_100"]
+        assert sender.close(30)
+    finally:
+        receiver.close()
+        other.close()
 
 
 def test_a_lane_forgets_what_it_delivered_itself_when_nothing_is_spooled_after_it(
