@@ -567,7 +567,6 @@ class Sender:
             if first:
                 self._epoch += 1
                 self._open_lanes = 1
-                self._backoff.failed()
                 self.problem = problem(error)
         halt = self._stop_on is not None and self.halted_by is None and self._stop_on(error)
         if halt:
@@ -582,6 +581,11 @@ class Sender:
                 error,
                 message=f"{self._waiting()}not delivered to {self.destination} ({self.problem}); " + kept(self.spool),
             )
+        if first:
+            with self._lock:
+                # Once said: a flush that stops at a backend that refuses returns only then, so the failure is said
+                # before what close() says of the events' fates, and with its details.
+                self._backoff.failed()
         with self._progress:
             self._progress.notify_all()
 

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,21 @@ def _deliver_to(
         for run in range(EVENTS):
             delivery.submit(minimal_run_event(run))
         assert not delivery.close(1.5)
+        # close() returns once the backend failed (what waits is on disk), which the lane may say after: the
+        # failure at WARNING, then its details at DEBUG, both while DEBUG is captured.
+        deadline = time.monotonic() + 30
+        while not 0 < _said_at_warning(caplog) <= _details_at_debug(caplog):
+            assert time.monotonic() < deadline, "a failure said at WARNING has no details at DEBUG"
+            time.sleep(0.01)
     return delivery
+
+
+def _said_at_warning(caplog: pytest.LogCaptureFixture) -> int:
+    return len([r for r in caplog.records if r.levelno == logging.WARNING and "details at DEBUG" in r.getMessage()])
+
+
+def _details_at_debug(caplog: pytest.LogCaptureFixture) -> int:
+    return len([r for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info])
 
 
 def _printed(record: logging.LogRecord) -> str:
