@@ -336,6 +336,8 @@ class Spool:
         self._later = _Forgettable()
         """Delivered events to forget in the next transaction that writes (:meth:`forget_later`): shared with
         every spool of this process on the same file, once it is open."""
+        self._freed = 0
+        """The bytes the transaction under way forgot and has not yet taken off the total."""
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)
             database = str(path / SPOOL_FILE)
@@ -488,7 +490,8 @@ class Spool:
             # One writer at a time (the transaction is immediate), and AUTOINCREMENT: the rows' ids follow on.
             (last,) = db.execute("SELECT last_insert_rowid()").fetchone()
             ids = list(range(int(last) - len(rows) + 1, int(last) + 1)) if rows else []
-            total = self._add_bytes(db, sum(row[5] for row in rows))
+            # What the transaction forgot first comes off the total in the same statement.
+            total = self._add_bytes(db, sum(row[5] for row in rows) - self._take_freed())
             dropped = self._make_room(db, total) if total > self.max_bytes else Dropped()
             leased = []
             if handoff is not None and ids and not dropped.count and self._all_next(db, destination, ids[0]):
@@ -665,7 +668,7 @@ class Spool:
         those :meth:`forget_later` was given."""
         if event_ids or self.forgetting:
             with self._transaction(forgetting=True) as db:
-                self._forget(db, event_ids)
+                self._freed += self._forget(db, event_ids)
 
     def forget_later(self, event_ids: Collection[int]) -> None:
         """The backend has them, and the one who leased them still holds them: forget them in the next transaction
@@ -682,9 +685,11 @@ class Spool:
         return bool(self._later.ids)
 
     @staticmethod
-    def _forget(db: sqlite3.Connection, event_ids: Collection[int]) -> None:
+    def _forget(db: sqlite3.Connection, event_ids: Collection[int]) -> int:
+        """Delete the events of ``event_ids`` and their leases; the bytes they took, which the caller takes off the
+        total (with what else its transaction adds or takes: one statement)."""
         if not event_ids:
-            return
+            return 0
         ids = json.dumps(sorted(event_ids))
         if _RETURNING:
             sizes = db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS} RETURNING size", (ids,)).fetchall()
@@ -694,8 +699,7 @@ class Spool:
             (size,) = db.execute(query, (ids,)).fetchone()
             db.execute(f"DELETE FROM events WHERE id IN {_JSON_IDS}", (ids,))
         db.execute(f"DELETE FROM leases WHERE id IN {_JSON_IDS}", (ids,))
-        if size:
-            Spool._add_bytes(db, -int(size))
+        return int(size)
 
     @_reclaiming(reserve=True)
     def renew(self, event_ids: Collection[int], owner: str, until: float) -> set[int]:
@@ -786,17 +790,25 @@ class Spool:
             later = self._take_later() if forgetting else []
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._forget(self._db, later)
+                self._freed = self._forget(self._db, later)
                 yield self._db
+                if self._freed:
+                    self._add_bytes(self._db, -self._take_freed())
                 # Inside: a COMMIT that fails (a full disk) must not leave the transaction open for the next one.
                 self._db.execute("COMMIT")
             except BaseException:
+                self._freed = 0
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
                 if later:
                     with self._later.lock:
                         self._later.ids[:0] = later
                 raise
+
+    def _take_freed(self) -> int:
+        """The bytes the transaction under way forgot and has not yet taken off the total (taken now)."""
+        freed, self._freed = self._freed, 0
+        return freed
 
     def _take_later(self) -> list[int]:
         with self._later.lock:

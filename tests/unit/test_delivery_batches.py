@@ -557,9 +557,14 @@ def test_what_a_batch_delivered_is_forgotten_in_the_next_queries_transaction(
                 else ["BEGIN IMMEDIATE", "DELETE FROM events WHERE id IN", "DELETE FROM leases WHERE id IN"]
             )
             assert [statement[: len(prefix)] for statement, prefix in zip(mine, expected)] == expected, mine
+            totals = [statement for statement in mine if statement.startswith("UPDATE totals")]
+            assert len(totals) == 1, "what is forgotten and what is put change the byte total in one statement"
             with disk._lock:
                 (rows,) = disk._db.execute("SELECT COUNT(*) FROM events").fetchone()
+                (total,) = disk._db.execute("SELECT value FROM totals WHERE name = 'bytes'").fetchone()
+                (size,) = disk._db.execute("SELECT SUM(size) FROM events").fetchone()
             assert rows == 6, "the query just delivered waits to be forgotten with the next"
+            assert total == size > 0
         assert delivery.close(30)
     finally:
         receiver.close()
