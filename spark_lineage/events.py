@@ -674,15 +674,9 @@ def dataset_facets(dataset: DatasetLineage, enabled: Callable[[str], bool]) -> d
             producer=PRODUCER,
         )
     if dataset.lifecycle is not None:
-        previous = None
-        if dataset.previous is not None:
-            previous = lifecycle_state_change_dataset.PreviousIdentifier(
-                name=dataset.previous.name, namespace=dataset.previous.namespace
-            )
-        facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
-            lifecycleStateChange=dataset.lifecycle,
-            previousIdentifier=previous,
-            producer=PRODUCER,
+        previous = dataset.previous
+        facets["lifecycleStateChange"] = _lifecycle_facet(
+            dataset.lifecycle, None if previous is None else (previous.namespace, previous.name)
         )
     if dataset.column_lineage is not None:
         facets["columnLineage"] = column_lineage_facet(dataset.column_lineage)
@@ -695,6 +689,22 @@ def _datasource_facet(namespace: str) -> datasource_dataset.DatasourceDatasetFac
     """``dataSource``, made once per namespace (as every facet made once per value here: a facet is never changed
     once made, and openlineage-python checks each field of each facet as it is made)."""
     return lasting(datasource_dataset.DatasourceDatasetFacet(name=namespace, uri=namespace, producer=PRODUCER))
+
+
+@lru_cache(maxsize=64)
+def _lifecycle_facet(
+    change: lifecycle_state_change_dataset.LifecycleStateChange, previous: tuple[str, str] | None
+) -> lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet:
+    """``lifecycleStateChange``, made once per change (and the name a rename had before)."""
+    return lasting(
+        lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+            lifecycleStateChange=change,
+            previousIdentifier=None
+            if previous is None
+            else lifecycle_state_change_dataset.PreviousIdentifier(namespace=previous[0], name=previous[1]),
+            producer=PRODUCER,
+        )
+    )
 
 
 @lru_cache(maxsize=256)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from spark_lineage import costs
 from spark_lineage.costs import Stage
 from spark_lineage.delivery.encoding import EventEncoder
-from spark_lineage.delivery.enrichment import Enricher, prepare
+from spark_lineage.delivery.enrichment import Enricher, Enrichments, prepare
 from spark_lineage.delivery.failover import FailoverSpool, Fates
 from spark_lineage.delivery.payloads import Event, to_payloads
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
@@ -192,6 +192,8 @@ class Delivery:
         ``concurrency`` (``python.delivery.concurrency``) is how many requests may be in flight at once;
         ``held``: why nothing is to be sent (every event is spooled, for ``spark-lineage replay``)."""
         self.client = client
+        self._enrichments = Enrichments(client)
+        """What the client added to the runs given :meth:`run_batches` so far, for their later runs."""
         self.producer = producer
         self.spool = spool
         self.redactor = redactor
@@ -233,7 +235,7 @@ class Delivery:
 
     def run_batches(self) -> RunBatches:
         """What the batches of one run's events are to share (see :meth:`submit_all`)."""
-        return RunBatches(EventEncoder(), Enricher(self.client))
+        return RunBatches(EventEncoder(), Enricher(self.client, self._enrichments))
 
     def submit_all(self, events: Sequence[Event], run: RunBatches | None = None) -> None:
         """Spool ``events`` in order, in one transaction (a query's events: its START, RUNNING and end), and let

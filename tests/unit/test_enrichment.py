@@ -17,7 +17,7 @@ from openlineage.client.serde import Serde
 
 from spark_lineage.analysis import analyze
 from spark_lineage.config import resolve
-from spark_lineage.delivery.enrichment import Enricher, prepare
+from spark_lineage.delivery.enrichment import Enricher, Enrichments, prepare
 from spark_lineage.events import EventBuilder
 from spark_lineage.lineage import AnalysisContext
 from spark_lineage.plan import QueryJob, SparkJobDetails
@@ -111,3 +111,50 @@ def test_another_runs_event_is_asked_of_the_client_again(client_settings: dict[s
     one_by_one = [prepare(client, event) for event in copy.deepcopy(interleaved)]
     enrich = Enricher(client)
     assert _texts([enrich(event) for event in interleaved]) == _texts(one_by_one)
+
+
+def test_later_runs_get_what_the_client_gave_the_first_unless_it_reads_the_environment_or_the_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs whose events hold no tags or source code location of their own (no ``run.tags``/``job.tags`` set):
+    the client is asked for the first run's first event only, and every event is the one it makes when asked;
+    a client that collects environment variables is asked for each run (a variable may change between them)."""
+    client, first = _query_events({})
+    _, second = _query_events({})
+    client.config.tags.run = {"shift": "night"}
+    client.config.facets.source_code_location.disabled = False
+    client.config.facets.source_code_location.repo_url = "https://example.com/pipelines.git"
+    asked = []
+    monkeypatch.setattr(client, "update_event_tags_facets", _counting(client.update_event_tags_facets, asked))
+    runs = [first, second, copy.deepcopy(second)]
+    one_by_one = [[prepare(client, event) for event in copy.deepcopy(events)] for events in runs]
+    asked.clear()
+    enrichments = Enrichments(client)
+    together = [[Enricher(client, enrichments)(event) for event in events] for events in runs]
+    assert len(asked) == 1, "only the first run's first event is asked of the client"
+    assert [_texts(events) for events in together] == [_texts(events) for events in one_by_one]
+    for events in together:
+        document = json.loads(_texts(events)[-1] or "")
+        assert [t["key"] for t in document["run"]["facets"]["tags"]["tags"]] == ["shift", "openlineage_client_version"]
+        assert document["job"]["facets"]["sourceCodeLocation"]["url"] == "https://example.com/pipelines.git"
+
+    client.config.facets.environment_variables = ["SPARK_LINEAGE_TEST_TEAM"]
+    enrichments = Enrichments(client)
+    teams = []
+    for team, events in zip(("lineage", "platform"), [_query_events({})[1], _query_events({})[1]]):
+        monkeypatch.setenv("SPARK_LINEAGE_TEST_TEAM", team)
+        enriched = Enricher(client, enrichments)(events[0])
+        document = json.loads(_texts([enriched])[0] or "")
+        teams.append(document["run"]["facets"]["environmentVariables"]["environmentVariables"][0]["value"])
+    assert teams == ["lineage", "platform"]
+
+    _, tagged = _query_events({P + "run.tags": "env:prod"})
+    assert not Enrichments(client).applies(tagged[0]), "a run with tags of its own has them merged: asked per run"
+
+
+def _counting(method: Any, calls: list[object]) -> Any:
+    def counted(event: Any) -> Any:
+        calls.append(event)
+        return method(event)
+
+    return counted
