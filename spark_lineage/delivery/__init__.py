@@ -246,7 +246,7 @@ class Delivery:
         if not self.enabled or not events:
             return
         prepared: list[Event] = []
-        enrich = run.enricher if run is not None else Enricher(self.client)
+        enrich = run.enricher if run is not None else Enricher(self.client, self._enrichments)
         encoder = run.encoder if run is not None else None
         with costs.stage(Stage.ENRICHMENT):
             for event in events:

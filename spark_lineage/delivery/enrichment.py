@@ -12,7 +12,7 @@ for every event.
 What the client adds to a run event that holds none of the facets its steps look at (tags, a source code location)
 depends on its configuration alone, when it collects no environment variables (read again for every event): then
 the :class:`Enrichments` of a delivery keep what its first such run was given, and the first events of later runs
-(a Spark Connect client's actions, one run each) get the same facets without asking the client again.
+(a driver's queries, a Spark Connect client's actions) get the same facets without asking the client again.
 ``tests/unit/test_enrichment.py`` holds the events to those the client makes one by one.
 """
 
