@@ -592,7 +592,7 @@ def _compared(condition: Any) -> list[Any]:
 def _plan_ids(tree: Any) -> set[int]:
     return {
         int(message.common.plan_id)
-        for message in messages(tree, relations=True)
+        for message in messages(tree)
         if message.DESCRIPTOR.full_name == RELATION
         and message.HasField("common")
         and has_field(message.common, "plan_id")

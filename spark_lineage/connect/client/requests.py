@@ -178,17 +178,13 @@ def _unzstd(data: bytes) -> bytes | None:
         return None
 
 
-def messages(message: Any, *, relations: bool = False) -> Iterator[Any]:
+def messages(message: Any) -> Iterator[Any]:
     """``message`` and every message inside it, depth first, each one's fields in their numbers' order (as
-    protobuf's ``ListFields`` lists them): a visitor over protobuf's reflection. ``relations``: only what a walk
-    for the relations needs: a message that cannot hold a relation (an expression, a read's source) is met
-    without what is inside it (about half of a DataFrame plan's messages are inside its expressions)."""
+    protobuf's ``ListFields`` lists them): a visitor over protobuf's reflection."""
     pending = [message]
     while pending:
         current = pending.pop()
         yield current
-        if relations and not _holds_relations(type(current)):
-            continue
         slots = _SLOTS.get(type(current))
         if slots is None:
             slots = _SLOTS[type(current)] = _slots(current.DESCRIPTOR)
@@ -225,30 +221,6 @@ class _Slot:
     """The kind of each field of the slot, by name."""
 
 
-def _holds_relations(cls: type) -> bool:
-    """Whether a message of class ``cls`` can hold a ``Relation`` (at any depth; a relation itself can)."""
-    holds = _HOLDS_RELATIONS.get(cls)
-    if holds is None:
-        holds = _HOLDS_RELATIONS[cls] = _reaches(cls.DESCRIPTOR, RELATION, set())  # type: ignore[attr-defined]
-    return holds
-
-
-def _reaches(descriptor: Any, full_name: str, seen: set[str]) -> bool:
-    """Whether a message of ``descriptor`` is, or can hold at any depth, a message named ``full_name``."""
-    if descriptor.full_name == full_name:
-        return True
-    seen.add(descriptor.full_name)
-    return any(
-        field.message_type is not None
-        and field.message_type.full_name not in seen
-        and _reaches(field.message_type, full_name, seen)
-        for field in descriptor.fields
-    )
-
-
-_HOLDS_RELATIONS: dict[type, bool] = {}
-"""Each message class, once asked: whether it can hold a ``Relation`` (an ``Expression`` cannot, in any proto
-PySpark 3.5 to 4.3 sends: a subquery names its plan by id)."""
 _SLOTS: dict[type, tuple[_Slot, ...]] = {}
 """Each message class's slots, in their fields' order: asking protobuf's reflection for the fields a message has
 set (``ListFields``) costs more than asking the few of its class that can hold messages."""
@@ -297,7 +269,7 @@ def _input(relation: Any) -> dict[str, Any]:
     reads: list[ReadSource] = []
     texts: list[str] = []
     exchanges = False
-    for message in messages(relation, relations=True):
+    for message in messages(relation):
         name = message.DESCRIPTOR.full_name
         if name == READ:
             reads.append(read_source(message))
