@@ -17,8 +17,10 @@ from spark_lineage.connect.client.requests import (
     ActionKind,
     ClientAction,
     ReadSource,
+    RequestHeader,
     WriteTarget,
     _naming_options,
+    read_plan,
     read_request,
 )
 from spark_lineage.handlers.datasources import naming_option_keys
@@ -392,3 +394,21 @@ def test_the_same_read_is_read_once_and_named_once_for_its_action(version: str) 
     other = ReadSource(format="parquet", paths=(f"{DATA}/other",))
     assert read_datasets(other, found) == [naming.DatasetIdentifier("file", f"{DATA}/other")]
     assert read_datasets(table, found) == []
+
+
+@pytest.mark.parametrize("windowed", [True, False], ids=["a-window-in-a-projection", "no-window"])
+def test_a_window_inside_an_expression_moves_data_between_partitions(windowed: bool) -> None:
+    """A write of ``df.withColumn("rank", rank().over(...))`` exchanges: its window is an expression, inside the
+    projection's, so the walk for exchanges goes into expressions (the server then wraps the write in an adaptive
+    plan, which names its job)."""
+    e = proto.Expression
+    source = proto.Relation(read=proto.Read(data_source=proto.Read.DataSource(format="parquet", paths=["/data/t"])))
+    ranked = e(unresolved_function=e.UnresolvedFunction(function_name="rank"))
+    column = e(window=e.Window(window_function=ranked)) if windowed else ranked
+    named = e(alias=e.Alias(expr=column, name=["rank"]))
+    relation = proto.Relation(project=proto.Project(input=source, expressions=[named]))
+    write = proto.WriteOperation(input=relation, path="/out/ranked", source="parquet")
+    plan = proto.Plan(command=proto.Command(write_operation=write))
+    action = read_plan(plan, RequestHeader())
+    assert action.exchanges is windowed
+    assert [read.paths for read in action.reads] == [("/data/t",)]
