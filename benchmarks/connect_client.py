@@ -1,7 +1,8 @@
 """What a Spark Connect client's own lineage costs per action, on the client, side by side with lineage off.
 
     python benchmarks/connect_client.py [--actions 40] [--warmup 5] [--rounds 3] [--transport file|http]
-                                        [--loop 200] [--sides on,off,schemas] [--client-python PATH]
+                                        [--loop 200] [--sides on,off,schemas] [--server-warmup 1]
+                                        [--client-python PATH]
 
 A plain Spark Connect server (no lineage: ``SparkConnectServer`` from the running interpreter's PySpark jars,
 ``local[2]``) serves every client. Each measurement is a fresh client process of ``--client-python`` (default:
@@ -10,7 +11,10 @@ A plain Spark Connect server (no lineage: ``SparkConnectServer`` from the runnin
 ``cpu_per_query.py`` measures the driver), or with ``--transport http`` over HTTP to a backend on loopback.
 A client runs ``--warmup`` actions, then ``--actions`` measured ones, each a write of two parquet inputs joined
 and aggregated to a path (an action lineage reads from its request alone: no extra round trip). Processes take
-turns (on, off, schemas; off, schemas, on; ...).
+turns (on, off, schemas; off, schemas, on; ...), after one client process with lineage off that is not measured
+(``--server-warmup``): the server's first actions run slower (its JIT), and their client spends more CPU on them
+(the first measured process of a cold server took half as long again, and 1.3 times its CPU: a side that always
+went first had its median raised by it).
 
 Per process: the wall time of the measured actions, and the client process's CPU (``getrusage``) from the first
 measured action until, with lineage on, every event is delivered (``handle.flush``); with lineage on, also the
@@ -253,6 +257,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client-python", default=None)
     parser.add_argument("--transport", choices=("file", "http"), default="file")
+    parser.add_argument(
+        "--server-warmup", type=int, default=1, help="client processes run first and not measured (lineage off)"
+    )
     parser.add_argument("--loop", type=int, default=200, help="actions replayed on one thread (0: no loop)")
     parser.add_argument("--sides", default=",".join(MODES), help="which of on, off, schemas run (comma-separated)")
     parser.add_argument("--child", choices=(*MODES, "setup"), help=argparse.SUPPRESS)
@@ -284,6 +291,9 @@ def main() -> None:
     results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in sides}
     try:
         run_client(python, "setup", url, backend_url, directory, args)
+        for _ in range(args.server_warmup):  # not measured: the server's JIT warms up on the same actions
+            warm = run_client(python, "off", url, backend_url, directory, args)
+            print(f"server warm-up (lineage off, not measured): {warm['seconds']:7.3f} s wall", flush=True)
         for index in range(args.rounds):
             shift = index % len(sides)
             for mode in sides[shift:] + sides[:shift]:
