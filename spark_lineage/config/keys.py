@@ -96,6 +96,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("python.console.everyEvent", "console_every_event", boolean, False),
     Key("python.connect.resolveSchemas", "connect_resolve_schemas", boolean, False),
     Key("python.connect.startDelayMillis", "connect_start_delay_millis", _min(0), 1000.0),
+    Key("python.connect.sendDelayMillis", "connect_send_delay_millis", _min(0), 1000.0),
 )
 COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("columnLineage.datasetLineageEnabled", "dataset_lineage", boolean, True),

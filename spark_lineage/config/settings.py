@@ -160,6 +160,11 @@ class LineageConfig:
     action's START (its time stays the request's) to spool and send it with the action's end, in one
     transaction and one send: an action that ends sooner costs one of each instead of two; ``0`` sends each START
     at once."""
+    connect_send_delay_millis: float = 1000.0
+    """``python.connect.sendDelayMillis``: how long the sender of a Spark Connect client reporting its own actions
+    lets spooled events wait for more before it sends them (the events are on disk meanwhile): the events of the
+    actions that end within that time go in one batch, read back in one lease; ``flush()`` sends at once; ``0``
+    sends each action's events as they are spooled."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

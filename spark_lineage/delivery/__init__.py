@@ -156,6 +156,7 @@ class Delivery:
         label: str = "spark_lineage",
         spool_setting: str = "spark.openlineage.python.spool.dir",
         yield_cpu: bool = True,
+        linger: float = 0.0,
     ) -> Delivery:
         """The delivery ``config`` describes (its spool, producer and concurrency), sending through ``client``;
         ``spool_setting`` is what the user calls the spool directory's setting (see :func:`open_spool`);
@@ -172,6 +173,7 @@ class Delivery:
             config.delivery_concurrency,
             held,
             yield_cpu=yield_cpu,
+            linger=linger,
         )
 
     def __init__(
@@ -186,11 +188,13 @@ class Delivery:
         held: Held | None = None,
         *,
         yield_cpu: bool = True,
+        linger: float = 0.0,
     ) -> None:
         """``label`` starts the log lines (the library the user turned on); ``producer`` (the
         ``python.producer`` setting) replaces the default producer in every event (see :func:`to_payload`);
         ``concurrency`` (``python.delivery.concurrency``) is how many requests may be in flight at once;
-        ``held``: why nothing is to be sent (every event is spooled, for ``spark-lineage replay``)."""
+        ``held``: why nothing is to be sent (every event is spooled, for ``spark-lineage replay``); ``linger``:
+        how long the sender lets spooled events wait for more (see :class:`~spark_lineage.delivery.sender.Sender`)."""
         self.client = client
         self._enrichments = Enrichments(client)
         """What the client added to the runs given :meth:`run_batches` so far, for their later runs."""
@@ -227,7 +231,9 @@ class Delivery:
                 log.warning("%s: %s", label, redactor.text(warning))
         leave_retries_to_the_spool(transport)
         spool.remember_destination(self.destination, json.dumps(settings, sort_keys=True))
-        self.sender = Sender(spool, self.destination, transport, errors, concurrency=concurrency, yield_cpu=yield_cpu)
+        self.sender = Sender(
+            spool, self.destination, transport, errors, concurrency=concurrency, yield_cpu=yield_cpu, linger=linger
+        )
 
     def submit(self, event: Event) -> None:
         """Spool ``event`` (on the calling thread: about a millisecond) and let the sender know. Never raises."""

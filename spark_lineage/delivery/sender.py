@@ -168,9 +168,12 @@ class Sender:
         concurrency: int = 1,
         stop_on: Callable[[BaseException], bool] | None = None,
         yield_cpu: bool = True,
+        linger: float = 0.0,
     ) -> None:
         """``yield_cpu``: the lanes yield the CPU to the job (:func:`~spark_lineage.worker.yield_cpu_to_the_job`),
-        where the job runs in this process."""
+        where the job runs in this process. ``linger``: how many seconds a lane woken for new events waits for
+        more before it leases them, so that what is spooled meanwhile goes in the same batch (a flush or a stop
+        ends the wait); :meth:`offer` then hands no lane events as they are spooled."""
         self.spool = spool
         self.destination = destination
         self.transport = transport
@@ -199,6 +202,11 @@ class Sender:
         """A wake() no idle lane took: the next lane that finds nothing looks once more."""
         self._progress = threading.Condition()
         self._stopping = threading.Event()
+        self._linger = linger
+        self._hurry = threading.Event()
+        """Set while a flush waits, and once the sender stops: a lane lingers no more."""
+        self._hurrying = 0
+        """How many flushes wait (under ``_lock``)."""
         self._running_lanes = 0
         self._after_stop: Callable[[], object] | None = None
         transports = lane_transports(transport, concurrency)
@@ -234,7 +242,10 @@ class Sender:
     def offer(self) -> Handoff | None:
         """A lease for events about to be spooled (:meth:`Spool.put_all`), for the lane :meth:`wake` would wake:
         an idle one, while the destination is not paused. Then :meth:`hand` what was leased. ``None`` when no
-        lane waits for work: spool them, and :meth:`wake`."""
+        lane waits for work: spool them, and :meth:`wake`. Always ``None`` for a lingering sender: its lanes read
+        back what came while they waited, in one lease."""
+        if self._linger:
+            return None
         with self._lock:
             if (
                 not self._idle
@@ -266,17 +277,26 @@ class Sender:
         ``past_refusals``, also False as soon as the backend failed and the next try waits for its backoff
         (what is left is safe in the spool: nothing is gained by waiting for a backend that refuses)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.wake()
-        with self._progress:
-            while self.spool.pending(self.destination).count:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if self.halted_by is not None or (remaining is not None and remaining <= 0):
-                    return False
-                if not past_refusals and self._backoff.failures and self._backoff.wait_seconds() > 0:
-                    return False
-                wait = 0.5 if past_refusals else 0.05
-                self._progress.wait(min(remaining, wait) if remaining is not None else wait)
-        return True
+        with self._lock:  # the lanes stop lingering while a flush waits
+            self._hurrying += 1
+            self._hurry.set()
+        try:
+            self.wake()
+            with self._progress:
+                while self.spool.pending(self.destination).count:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if self.halted_by is not None or (remaining is not None and remaining <= 0):
+                        return False
+                    if not past_refusals and self._backoff.failures and self._backoff.wait_seconds() > 0:
+                        return False
+                    wait = 0.5 if past_refusals else 0.05
+                    self._progress.wait(min(remaining, wait) if remaining is not None else wait)
+            return True
+        finally:
+            with self._lock:
+                self._hurrying -= 1
+                if not self._hurrying and not self._stopping.is_set():
+                    self._hurry.clear()
 
     def close(self, timeout: float | None, *, past_refusals: bool = True) -> bool:
         """Flush within ``timeout``, then stop. Returns whether everything was delivered. The events this
@@ -309,6 +329,7 @@ class Sender:
 
     def _stop(self) -> None:
         self._stopping.set()
+        self._hurry.set()
         for lane in self._lanes:
             lane.wake.set()
         with self._progress:
@@ -344,6 +365,8 @@ class Sender:
                     self._give_back_handed(lane)
                 if not found:
                     self._wait_for_work(lane)
+                    if self._linger:  # what comes meanwhile goes in the same batch
+                        self._hurry.wait(self._linger)
         finally:
             if lane.own_transport:
                 lane.transport.close()

@@ -524,6 +524,45 @@ def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_
     _each_once_in_order(receiver, runs=3)
 
 
+def test_a_lingering_sender_sends_what_came_while_it_waited_in_one_lease_and_a_flush_or_close_ends_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``linger`` (a Spark Connect client's ``python.connect.sendDelayMillis``) nothing is handed to a lane as
+    it is spooled: the lane woken for the first query waits, and the queries spooled meanwhile go with it, read
+    back in one lease. The wait here is an hour: only the flush can end it, and then the close."""
+    receiver = LineageReceiver()
+    spool = FailoverSpool(tmp_path / "spool")
+    leased: list[list[int]] = []
+    lease = Spool.lease
+
+    def leasing(self: Spool, *args: Any, **kwargs: Any) -> list[SpooledEvent]:
+        events = lease(self, *args, **kwargs)
+        if events:
+            leased.append([event.id for event in events])
+        return events
+
+    monkeypatch.setattr(Spool, "lease", leasing)
+    delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor(), linger=3600.0)
+    try:
+        _idle(delivery.sender)
+        for run in (1, 2, 3):
+            statements: list[str] = []
+            _disk(spool)._db.set_trace_callback(statements.append)
+            delivery.submit_all(_query(run))
+            _disk(spool)._db.set_trace_callback(None)
+            assert not any(statement.startswith("INSERT OR REPLACE INTO leases") for statement in statements)
+        assert receiver.events == []
+        assert delivery.flush(30)
+        assert [len(ids) for ids in leased] == [18]
+        _each_once_in_order(receiver, runs=3)
+        delivery.submit_all(_query(4))
+        assert delivery.close(30)
+    finally:
+        receiver.close()
+    _each_once_in_order(receiver, runs=4)
+    assert [len(ids) for ids in leased] == [18, 6]
+
+
 def _traced(statements: list[tuple[int, str]], statement: str) -> None:
     statements.append((threading.get_ident(), statement))
 

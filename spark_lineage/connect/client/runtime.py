@@ -210,7 +210,15 @@ class ClientRuntime:
             timer=self._starts_due,
             yield_cpu=False,  # the job runs on the server: see yield_cpu_to_the_job
         )
-        self.delivery = Delivery.configured(config, client, self.errors, redactor, held=held, yield_cpu=False)
+        self.delivery = Delivery.configured(
+            config,
+            client,
+            self.errors,
+            redactor,
+            held=held,
+            yield_cpu=False,
+            linger=config.connect_send_delay_millis / 1000,
+        )
         self._adaptive = session.conf.get("spark.sql.adaptive.enabled", "true").strip().lower() != "false"
         self._tokens = itertools.count(1)
         self._runs: dict[int, _ActionRun] = {}
