@@ -490,6 +490,30 @@ def _each_once_in_order(receiver: LineageReceiver, runs: int) -> None:
     assert set(receiver.copies().values()) == {1}
 
 
+def _leases(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The ids each lease that took events takes from now on (a lane's idle poll may lease, and find nothing)."""
+    leased: list[list[int]] = []
+    lease = Spool.lease
+
+    def leasing(self: Spool, *args: Any, **kwargs: Any) -> list[SpooledEvent]:
+        events = lease(self, *args, **kwargs)
+        if events:
+            leased.append([event.id for event in events])
+        return events
+
+    monkeypatch.setattr(Spool, "lease", leasing)
+    return leased
+
+
+def _handed_over(spool: FailoverSpool, delivery: Delivery, run: int) -> bool:
+    """Submit :func:`_query` ``run``; whether its put leased it to a lane in the same transaction."""
+    statements: list[str] = []
+    _disk(spool)._db.set_trace_callback(statements.append)
+    delivery.submit_all(_query(run))
+    _disk(spool)._db.set_trace_callback(None)
+    return any(statement.startswith("INSERT OR REPLACE INTO leases") for statement in statements)
+
+
 def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_and_sent_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -497,24 +521,12 @@ def test_a_query_spooled_while_its_lane_waits_is_leased_in_the_same_transaction_
     sends them without a lease of its own (nor reading them back), in order, and each arrives once."""
     receiver = LineageReceiver()
     spool = FailoverSpool(tmp_path / "spool")
-    leased: list[int] = []  # what leases took (the lane's idle poll may lease, and find nothing)
-    lease = Spool.lease
-
-    def leasing(self: Spool, *args: Any, **kwargs: Any) -> list[SpooledEvent]:
-        events = lease(self, *args, **kwargs)
-        leased.extend(event.id for event in events)
-        return events
-
-    monkeypatch.setattr(Spool, "lease", leasing)
+    leased = _leases(monkeypatch)
     delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor())
     try:
         _idle(delivery.sender)
         for run in (1, 2, 3):
-            statements: list[str] = []
-            _disk(spool)._db.set_trace_callback(statements.append)
-            delivery.submit_all(_query(run))
-            _disk(spool)._db.set_trace_callback(None)
-            assert any(statement.startswith("INSERT OR REPLACE INTO leases") for statement in statements)
+            assert _handed_over(spool, delivery, run)
             _sent(spool, receiver, 6 * run)
             _idle(delivery.sender)
         assert leased == []
@@ -532,25 +544,12 @@ def test_a_lingering_sender_sends_what_came_while_it_waited_in_one_lease_and_a_f
     back in one lease. The wait here is an hour: only the flush can end it, and then the close."""
     receiver = LineageReceiver()
     spool = FailoverSpool(tmp_path / "spool")
-    leased: list[list[int]] = []
-    lease = Spool.lease
-
-    def leasing(self: Spool, *args: Any, **kwargs: Any) -> list[SpooledEvent]:
-        events = lease(self, *args, **kwargs)
-        if events:
-            leased.append([event.id for event in events])
-        return events
-
-    monkeypatch.setattr(Spool, "lease", leasing)
+    leased = _leases(monkeypatch)
     delivery = Delivery(OpenLineageClient(transport=_http(receiver.url)), spool, ErrorLog(), Redactor(), linger=3600.0)
     try:
         _idle(delivery.sender)
         for run in (1, 2, 3):
-            statements: list[str] = []
-            _disk(spool)._db.set_trace_callback(statements.append)
-            delivery.submit_all(_query(run))
-            _disk(spool)._db.set_trace_callback(None)
-            assert not any(statement.startswith("INSERT OR REPLACE INTO leases") for statement in statements)
+            assert not _handed_over(spool, delivery, run)
         assert receiver.events == []
         assert delivery.flush(30)
         assert [len(ids) for ids in leased] == [18]
