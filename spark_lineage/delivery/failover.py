@@ -464,10 +464,15 @@ class FailoverSpool:
             self._own.lost.append(Lost(job, reason))
 
     def fates(self) -> Fates:
-        """What became of this process's events so far: call it once the sender has stopped."""
+        """What became of this process's events so far: call it once the sender has stopped. An event of its own
+        that another sender of its spool file took (another session's delivery in this process, whose lanes lease
+        whatever waits for their destination) is gone from the file: delivered."""
         with self._lock:
+            gone = self._taken_by_others()
             spooled, unsent = [], []
             for event_id, job in self._own.jobs.items():
+                if event_id in gone:
+                    continue
                 index, _ = _decode(event_id)
                 store = self._stores[index]
                 twin = self._twins.get(event_id)
@@ -476,7 +481,27 @@ class FailoverSpool:
                     spooled.append(job)
                 else:
                     unsent.append(job)
-            return Fates(self._own.delivered, tuple(spooled), tuple(unsent), tuple(self._own.lost))
+            delivered = self._own.delivered + len(gone)
+            return Fates(delivered, tuple(spooled), tuple(unsent), tuple(self._own.lost))
+
+    def _taken_by_others(self) -> set[int]:
+        """This process's events that are no longer in their disk store, nor held back as twins (under ``_lock``)."""
+        by_store: dict[int, list[int]] = {}
+        for event_id in self._own.jobs:
+            index, raw = _decode(event_id)
+            if self._stores[index].kind is StoreKind.DISK and event_id not in self._twins:
+                by_store.setdefault(index, []).append(raw)
+        gone: set[int] = set()
+        for index, raws in by_store.items():
+            store = self._stores[index]
+            if not store.readable:
+                continue
+            try:
+                here = store.spool.still_here(raws)
+            except Exception:  # noqa: BLE001 - a disk that cannot be read says nothing: the events count as spooled
+                continue
+            gone.update(_encode(raw, index) for raw in raws if raw not in here)
+        return gone
 
     def close(self) -> None:
         """Forget, once more, the delivered events a full disk would not let go of (nothing else writes now), then

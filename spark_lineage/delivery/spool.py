@@ -755,6 +755,16 @@ class Spool:
             ).fetchone()
         return found is not None
 
+    def still_here(self, event_ids: Collection[int]) -> set[int]:
+        """Those of ``event_ids`` still in the spool, and not delivered and waiting to be forgotten: the others were
+        sent and forgotten (or dropped) by another sender of the file, another spool of this process or a replay."""
+        if not event_ids:
+            return set()
+        with self._lock:
+            rows = self._db.execute(f"SELECT id FROM events WHERE id IN {_JSON_IDS}", (json.dumps(list(event_ids)),))
+            found = {int(event_id) for (event_id,) in rows.fetchall()}
+        return found - set(self._later.ids)
+
     def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
         """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
         conditions, arguments = (["destination = ?"], [destination]) if destination else ([], [])

@@ -562,6 +562,33 @@ def test_a_lingering_sender_sends_what_came_while_it_waited_in_one_lease_and_a_f
     assert [len(ids) for ids in leased] == [18, 6]
 
 
+def test_events_another_delivery_of_the_process_sent_from_the_same_spool_file_count_as_delivered(
+    tmp_path: Path,
+) -> None:
+    """Two sessions' deliveries on one spool file, one destination (a Connect client's and the in-process server's):
+    the lanes of one lease whatever waits, the other's events too. The lingering one's events, sent by the other,
+    are gone from the file: its account says delivered, not spooled for replay."""
+    receiver = LineageReceiver()
+    lingering_spool, other_spool = FailoverSpool(tmp_path / "spool"), FailoverSpool(tmp_path / "spool")
+    client = OpenLineageClient(transport=_http(receiver.url))
+    lingering = Delivery(client, lingering_spool, ErrorLog(), Redactor(), linger=3600.0)
+    other = Delivery(client, other_spool, ErrorLog(), Redactor())
+    try:
+        _idle(lingering.sender)
+        _idle(other.sender)
+        lingering.submit_all(_query(1))
+        other.submit_all(_query(2))
+        _sent(other_spool, receiver, 12)
+        fates = lingering_spool.fates()
+        assert (fates.delivered, fates.spooled, fates.unsent) == (6, (), ())
+        assert other_spool.fates().delivered == 6
+        assert lingering.close(30)
+        assert other.close(30)
+    finally:
+        receiver.close()
+    _each_once_in_order(receiver, runs=2)
+
+
 def _traced(statements: list[tuple[int, str]], statement: str) -> None:
     statements.append((threading.get_ident(), statement))
 
