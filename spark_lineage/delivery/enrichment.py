@@ -19,7 +19,7 @@ the :class:`Enrichments` of a delivery keep what its first such run was given, a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from openlineage.client.event_v2 import RunEvent
 
@@ -85,9 +85,7 @@ class Enrichments:
 
     def applies(self, event: Event) -> bool:
         """Whether what the client adds to ``event`` is what it added to every other run event of its kind."""
-        if type(event) is not RunEvent or _filters(self.client) or _reduces(self.client):
-            return False
-        if _collects_environment_variables(self.client):
+        if not _learnable(event, self.client) or _collects_environment_variables(self.client):
             return False
         run_facets, job_facets = event.run.facets or {}, event.job.facets or {}
         return not any(key in run_facets for key in _LOOKED_AT[0]) and not any(
@@ -114,13 +112,12 @@ class Enricher:
             run_event = cast(RunEvent, event)  # applies: a RunEvent
             self._added = _Added(run_event.run.runId, run_event.job.namespace, run_event.job.name, *runs.learned)
             return _given(run_event, *runs.learned)
-        learnable = type(event) is RunEvent and not _filters(self.client) and not _reduces(self.client)
-        if not learnable:
+        if not _learnable(event, self.client):
             return prepare(self.client, event)
-        run, job = event.run, event.job  # type: ignore[union-attr]
+        run, job = event.run, event.job
         run_before, job_before = dict(run.facets or {}), dict(job.facets or {})
         enriched = prepare(self.client, event)
-        same = enriched is event and event.run is run and event.job is job  # type: ignore[union-attr]
+        same = enriched is event and event.run is run and event.job is job
         run_after, job_after = run.facets or {}, job.facets or {}
         if same and run_before.keys() <= run_after.keys() and job_before.keys() <= job_after.keys():
             self._added = _Added(
@@ -151,6 +148,12 @@ def _given(event: RunEvent, run_facets: dict[str, Any], job_facets: dict[str, An
             job.facets = {}
         job.facets.update(job_facets)
     return event
+
+
+def _learnable(event: Event, client: OpenLineageClient) -> TypeGuard[RunEvent]:
+    """Whether what the client adds to ``event`` can be learned from it: a run event, which the client neither
+    filters nor reduces (either may replace or drop it)."""
+    return type(event) is RunEvent and not _filters(client) and not _reduces(client)
 
 
 def _filters(client: OpenLineageClient) -> bool:

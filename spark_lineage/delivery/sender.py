@@ -363,10 +363,8 @@ class Sender:
                             self._sending_lanes -= 1
                 else:
                     self._give_back_handed(lane)
-                if not found:
-                    self._wait_for_work(lane)
-                    if self._linger:  # what comes meanwhile goes in the same batch
-                        self._hurry.wait(self._linger)
+                if not found and self._wait_for_work(lane) and self._linger:
+                    self._hurry.wait(self._linger)  # woken for new events: what comes meanwhile goes in one batch
         finally:
             if lane.own_transport:
                 lane.transport.close()
@@ -535,31 +533,34 @@ class Sender:
             with self._lock:
                 self._wake_one()
 
-    def _wait_for_work(self, lane: Lane) -> None:
+    def _wait_for_work(self, lane: Lane) -> bool:
         """Wait for :meth:`wake`, :meth:`hand`, another lane's find, or the idle poll; at once if a wake went
-        unclaimed (and the lane may send) or a batch was handed to the lane while it was busy."""
+        unclaimed (and the lane may send) or a batch was handed to the lane while it was busy. Whether it was woken
+        (the idle poll's end is not a wake)."""
         with self._lock:
             if lane.handed:
-                return
+                return True
             # Left for a lane that may send (the one sending, once done): one that may not would only look and
             # find nothing it may send.
             if self._unclaimed_wake and self._sending_lanes < self._open_lanes:
                 self._unclaimed_wake = False
-                return
+                return True
             lane.wake.clear()
             if self._stopping.is_set():
-                return
+                return False
             self._idle.append(lane)
         # What was delivered and left to be forgotten goes with the next events spooled, or with this lane's next
         # lease: within ACKNOWLEDGE_SECONDS, long before its lease ends (another sender would send it again).
         # A lane that found events it could not take looks again as soon: whoever holds what is before them forgets
         # what it delivered within that time.
         soon = lane.blocked or self.spool.forgetting
-        if not lane.wake.wait(ACKNOWLEDGE_SECONDS if soon else IDLE_POLL_SECONDS):
+        woken = lane.wake.wait(ACKNOWLEDGE_SECONDS if soon else IDLE_POLL_SECONDS)
+        if not woken:
             self._forget_left()
         with self._lock:
             if lane in self._idle:
                 self._idle.remove(lane)
+        return woken
 
     def _wake_one(self) -> None:
         """Wake one idle lane that may send (under ``_lock``); with none idle, the next that finds nothing looks

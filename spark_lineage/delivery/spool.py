@@ -763,7 +763,8 @@ class Spool:
         with self._lock:
             rows = self._db.execute(f"SELECT id FROM events WHERE id IN {_JSON_IDS}", (json.dumps(list(event_ids)),))
             found = {int(event_id) for (event_id,) in rows.fetchall()}
-        return found - set(self._later.ids)
+        with self._later.lock:
+            return found - set(self._later.ids)
 
     def pending(self, destination: str | None = None, exclude: Collection[int] = ()) -> Pending:
         """What waits (for ``destination``, or for every one), but the events ``exclude`` names."""
