@@ -97,6 +97,7 @@ SETTINGS: tuple[Key, ...] = (
     Key("python.connect.resolveSchemas", "connect_resolve_schemas", boolean, False),
     Key("python.connect.startDelayMillis", "connect_start_delay_millis", _min(0), 1000.0),
     Key("python.connect.sendDelayMillis", "connect_send_delay_millis", _min(0), 1000.0),
+    Key("python.connect.spoolDelayMillis", "connect_spool_delay_millis", _min(0), 1000.0),
 )
 COLUMN_LINEAGE: tuple[Key, ...] = (
     Key("columnLineage.datasetLineageEnabled", "dataset_lineage", boolean, True),

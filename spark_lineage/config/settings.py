@@ -165,6 +165,11 @@ class LineageConfig:
     lets spooled events wait for more before it sends them (the events are on disk meanwhile): the events of the
     actions that end within that time go in one batch, read back in one lease; ``flush()`` sends at once; ``0``
     sends each action's events as they are spooled."""
+    connect_spool_delay_millis: float = 1000.0
+    """``python.connect.spoolDelayMillis``: how long a Spark Connect client reporting its own actions keeps an
+    ended action's events, to spool them with those of the actions that end meanwhile in one transaction (written
+    to a journal meanwhile, which the next process to open the spool recovers should this one be killed: see
+    :mod:`spark_lineage.delivery.journal`); ``0`` spools each action's events as it ends."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

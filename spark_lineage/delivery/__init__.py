@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ from spark_lineage.costs import Stage
 from spark_lineage.delivery.encoding import EventEncoder
 from spark_lineage.delivery.enrichment import Enricher, Enrichments, prepare
 from spark_lineage.delivery.failover import FailoverSpool, Fates
-from spark_lineage.delivery.payloads import Event, to_payloads
+from spark_lineage.delivery.journal import Journal, journals_supported
+from spark_lineage.delivery.payloads import Event, Payload, to_payloads
 from spark_lineage.delivery.sender import Sender, lineage_events, undelivered
 from spark_lineage.delivery.spool import SPOOL_DIR_ENV, Handoff, Spool, SpooledEvent, default_spool_dir
 from spark_lineage.delivery.transports import create_client, needs_api_key
@@ -204,6 +206,10 @@ class Delivery:
         self.label = label
         self._errors = errors
         self.held = held
+        self._keeping = threading.Lock()
+        """Held while events are kept or spooled: the kept ones go before any spooled after them."""
+        self._kept: list[Payload] = []
+        self._journal: Journal | None = None
         self.sender: Sender | _HeldSender
         if held is not None:
             self.enabled = True
@@ -251,22 +257,62 @@ class Delivery:
         go on. Never raises."""
         if not self.enabled or not events:
             return
-        prepared: list[Event] = []
-        enrich = run.enricher if run is not None else Enricher(self.client, self._enrichments)
-        encoder = run.encoder if run is not None else None
-        with costs.stage(Stage.ENRICHMENT):
-            for event in events:
-                try:
-                    enriched = enrich(event)
-                    if enriched is not None:
-                        prepared.append(enriched)
-                except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
-                    self._lost([_job_name(event)], error)
-        # Encoded once all are prepared (enrichment changes events in place), with one encoder: the parts the
-        # events share are converted once.
-        payloads = to_payloads(
-            prepared, self.redactor, self.producer, lambda event, error: self._lost([_job_name(event)], error), encoder
-        )
+        payloads = self._payloads(events, run)
+        with self._keeping:
+            self._spool_after_kept(payloads)
+
+    def keep(self, events: Sequence[Event], run: RunBatches | None = None) -> None:
+        """:meth:`submit_all`, but the events wait, made, in memory for :meth:`spool_kept`, which spools every one
+        kept in one transaction (a Spark Connect client's actions that end close together). They are written
+        to the delivery's journal first (one write), which the next process to open the spool reads should
+        this one be killed meanwhile (see :mod:`~spark_lineage.delivery.journal`); where there can be no
+        journal, or it cannot be written, they are spooled at once. Never raises."""
+        if not self.enabled or not events:
+            return
+        payloads = self._payloads(events, run)
+        if not payloads:
+            return
+        with self._keeping:
+            if self._journal_for_keeping(payloads):
+                self._kept += payloads
+            else:
+                self._spool_after_kept(payloads)
+
+    def spool_kept(self) -> None:
+        """Spool the events :meth:`keep` kept, in one transaction, and empty the journal. Never raises."""
+        with self._keeping:
+            self._spool_after_kept([])
+
+    def _spool_after_kept(self, payloads: list[Payload]) -> None:
+        """Spool what is kept and then ``payloads``, in one transaction, and empty the journal (under
+        ``_keeping``)."""
+        kept, self._kept = self._kept, []
+        self._spool(kept + payloads)
+        if kept and self._journal is not None:
+            try:
+                self._journal.clear()
+            except OSError as error:  # the next process spools them again: at least once, as always
+                self._errors.report("emptying the journal of the events kept", error)
+
+    def _journal_for_keeping(self, payloads: Sequence[Payload]) -> bool:
+        """Whether ``payloads`` may be kept (under ``_keeping``): written to the journal, or with the spool in
+        memory (killed, the process loses what it spooled there too)."""
+        directory = self.spool.path
+        if directory is None:
+            return True
+        if not journals_supported():
+            return False
+        try:
+            if self._journal is None:
+                self._journal = Journal(directory)
+            self._journal.append(self.destination, payloads)
+        except OSError as error:
+            self._errors.report("writing the journal of the events kept", error)
+            return False
+        return True
+
+    def _spool(self, payloads: list[Payload]) -> None:
+        """Spool ``payloads`` in one transaction and let the sender know (under ``_keeping``)."""
         if not payloads:
             return
         # Leased to a lane waiting for work as they are spooled, when nothing is before them: the lane sends them
@@ -300,6 +346,25 @@ class Delivery:
         except Exception as error:  # noqa: BLE001 - spooled: given back, a lane leases them in their turn
             self._errors.report(_HANDING, error)
             self._give_back(handoff, stored.leased)
+
+    def _payloads(self, events: Sequence[Event], run: RunBatches | None) -> list[Payload]:
+        """The payloads of one run's ``events``, enriched and encoded (see :meth:`submit_all`)."""
+        prepared: list[Event] = []
+        enrich = run.enricher if run is not None else Enricher(self.client, self._enrichments)
+        encoder = run.encoder if run is not None else None
+        with costs.stage(Stage.ENRICHMENT):
+            for event in events:
+                try:
+                    enriched = enrich(event)
+                    if enriched is not None:
+                        prepared.append(enriched)
+                except Exception as error:  # noqa: BLE001 - an event that cannot be built must not fail the job
+                    self._lost([_job_name(event)], error)
+        # Encoded once all are prepared (enrichment changes events in place), with one encoder: the parts the
+        # events share are converted once.
+        return to_payloads(
+            prepared, self.redactor, self.producer, lambda event, error: self._lost([_job_name(event)], error), encoder
+        )
 
     def _give_back(self, handoff: Handoff | None, leased: Sequence[SpooledEvent]) -> None:
         """Release the events a handoff leased to a lane they never reached, and wake a lane to lease them (should
@@ -338,6 +403,10 @@ class Delivery:
         if not self.enabled:
             self.spool.close()
             return True
+        self.spool_kept()
+        with self._keeping:
+            if self._journal is not None:
+                self._journal.close()
         # What waits on disk is safe: a backend that refuses is not waited for (a replay, or the next process's
         # sender, delivers it). What only memory holds is waited for, within the timeout.
         on_disk_only = self.spool.pending_in_memory(self.destination) == 0

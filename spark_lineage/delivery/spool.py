@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from spark_lineage.delivery import journal
 from spark_lineage.delivery.payloads import Payload
 from spark_lineage.errors import SpoolDamagedError
 
@@ -369,6 +370,8 @@ class Spool:
             raise
         if path is not None:
             self._hold_reserve(path / RESERVE_FILE)
+            # What a process killed outright kept in memory, in its journal (see spark_lineage.delivery.journal).
+            journal.recover(path, self.put_all)
 
     def _check(self, file: Path) -> None:
         """Raise :class:`SpoolDamagedError` unless a spool file small enough to check quickly passes

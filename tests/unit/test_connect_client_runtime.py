@@ -676,6 +676,70 @@ def test_an_action_still_running_has_its_start_spooled_before_its_end(tmp_path: 
         handle.disable(timeout=10)
 
 
+def _ended_actions(spark: FakeConnectSession, count: int) -> None:
+    """Send ``count`` writes, each read to its end."""
+    for _ in range(count):
+        _, stream = _send(spark, "insert_into")
+        assert list(stream) == ["schema"]
+
+
+_ACTION = ["START", "COMPLETE"]
+
+
+@pytest.mark.parametrize(
+    ("delay", "kept", "before", "after"),
+    [
+        (600_000.0, 64, [], [_ACTION * 3]),
+        (600_000.0, 2, [_ACTION * 2], [_ACTION * 2, _ACTION]),
+        (0.0, 64, [_ACTION] * 3, [_ACTION] * 3),
+    ],
+    ids=["held-until-the-flush", "at-most-ends-kept", "no-delay"],
+)
+def test_actions_that_end_within_the_spool_delay_are_spooled_in_one_transaction(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    delay: float,
+    kept: int,
+    before: list[list[str]],
+    after: list[list[str]],
+) -> None:
+    """``python.connect.spoolDelayMillis``: the events of the actions that end within it wait in memory and go in
+    one spool transaction, once the delay is up, :data:`ENDS_KEPT` actions' are held, or a flush comes; with no
+    delay, each action's as it ends. Each run's START comes before its end, and every event arrives."""
+    from spark_lineage.connect.client import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "ENDS_KEPT", kept)
+    runtime, spark, events, handle = _make_runtime(tmp_path, connect_spool_delay_millis=delay)
+    try:
+        batches = _spooled_batches(runtime)
+        _ended_actions(spark, 3)
+        assert runtime.worker.flush(10)
+        assert batches == before
+        sent = events()
+        assert batches == after
+        assert [e["eventType"] for e in sent[1:]] == _ACTION * 3
+        runs = [e["run"]["runId"] for e in sent[1:]]
+        assert runs[0::2] == runs[1::2] and len(set(runs)) == 3
+        for event in sent:
+            validate_event(event)
+    finally:
+        handle.disable(timeout=10)
+
+
+def test_ended_actions_events_are_spooled_when_the_spool_delay_is_up_with_no_flush(tmp_path: Any) -> None:
+    """The worker's timer spools the events held once the delay is up, nothing else coming."""
+    runtime, spark, _, handle = _make_runtime(tmp_path, connect_spool_delay_millis=50.0)
+    try:
+        batches = _spooled_batches(runtime)
+        _ended_actions(spark, 2)
+        deadline = time.monotonic() + 10
+        while not batches and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batches == [_ACTION * 2]
+    finally:
+        handle.disable(timeout=10)
+
+
 def _written(directory: Any) -> list[dict[str, Any]]:
     """The events the file transport of :func:`_make_runtime` wrote in ``directory``, each validated."""
     sent = [json.loads(line) for line in (directory / "events.jsonl").read_text().splitlines()]

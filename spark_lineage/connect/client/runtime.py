@@ -77,6 +77,9 @@ log = logging.getLogger("spark_lineage")
 
 RUNS_KEPT = 10_000
 """Actions still running that one session keeps at most; beyond, the oldest one's run ends ABORT."""
+ENDS_KEPT = 64
+"""Ended actions whose events one session keeps for ``python.connect.spoolDelayMillis`` at most; with more, they
+are spooled at once."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class _Ended:
 
 @dataclass(frozen=True)
 class _Release:
-    """Spool the STARTs still held (:meth:`ClientRuntime.flush`)."""
+    """Spool the STARTs and the ended actions' events still held (:meth:`ClientRuntime.flush`)."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,7 @@ class ClientRuntime:
             config.queue_size,
             self.errors,
             on_drop=self._dropped,
-            timer=self._starts_due,
+            timer=self._due,
             yield_cpu=False,  # the job runs on the server: see yield_cpu_to_the_job
         )
         self.delivery = Delivery.configured(
@@ -225,6 +228,12 @@ class ClientRuntime:
         self._held_starts: dict[int, _ActionRun] = {}
         """Runs whose START waits for their end (oldest first): see ``python.connect.startDelayMillis``."""
         self._start_delay = config.connect_start_delay_millis / 1000
+        self._ends_kept = 0
+        """Ended actions whose events the delivery keeps, to spool together: see
+        ``python.connect.spoolDelayMillis``."""
+        self._ends_due: float | None = None
+        """When (``time.monotonic()``) the ended actions' events kept are to be spooled."""
+        self._spool_delay = config.connect_spool_delay_millis / 1000
         self._unreported_ends: dict[int, str] = {}
         """Actions whose end lineage's queue had no room for, and why (their runs end ABORT with the session)."""
         self._read_schemas: dict[bytes, tuple[tuple[str, str | None], ...] | None] = {}
@@ -371,6 +380,7 @@ class ClientRuntime:
         elif isinstance(item, _Ended):
             self._finished(item)
         elif isinstance(item, _Release):
+            self._release_ends()
             self._release_starts(None)
         else:
             self._abort_open_runs(item.time_ms)
@@ -455,7 +465,29 @@ class ClientRuntime:
             )
             run.outputs_changed = True
         state = RunState.COMPLETE if ended.error is None else RunState.FAIL
-        self._deliver([*start, self._event(run, state, ended.time_ms, ended.error)], run.batches)
+        self._hold_ends([*start, self._event(run, state, ended.time_ms, ended.error)], run.batches)
+
+    def _hold_ends(self, events: list[RunEvent], batches: RunBatches) -> None:
+        """An ended action's events: kept (journaled) to spool with those of the actions that end within the
+        spool delay, in one transaction; spooled at once without a delay, or with :data:`ENDS_KEPT` kept."""
+        from spark_lineage.process import PROCESS
+
+        PROCESS.finished(events)
+        if self._spool_delay <= 0:
+            self.delivery.submit_all(events, batches)
+            return
+        self.delivery.keep(events, batches)
+        self._ends_kept += 1
+        if self._ends_due is None:
+            self._ends_due = time.monotonic() + self._spool_delay
+        if self._ends_kept >= ENDS_KEPT:
+            self._release_ends()
+
+    def _release_ends(self) -> None:
+        """Spool the ended actions' events kept, in one transaction."""
+        if self._ends_kept:
+            self._ends_kept, self._ends_due = 0, None
+            self.delivery.spool_kept()
 
     def _start(self, run: _ActionRun, held: bool = True) -> list[RunEvent]:
         """The run's START, built now (``[]`` when it was spooled already: not ``held``)."""
@@ -465,9 +497,15 @@ class ClientRuntime:
         run.start = self._event(run, RunState.START, run.sent_ms, None)
         return [run.start]
 
-    def _starts_due(self) -> float | None:
-        """The worker's timer: spool the STARTs whose end did not come in time."""
-        return self._release_starts(time.monotonic())
+    def _due(self) -> float | None:
+        """The worker's timer: spool the ended actions' events held for the spool delay, and the STARTs whose end
+        did not come in time; how long until the next is due (``None``: nothing is held)."""
+        now = time.monotonic()
+        if self._ends_due is not None and self._ends_due <= now:
+            self._release_ends()
+        starts = self._release_starts(now)
+        ends = None if self._ends_due is None else self._ends_due - now
+        return ends if starts is None else starts if ends is None else min(starts, ends)
 
     def _release_starts(self, now: float | None) -> float | None:
         """Spool the held STARTs due by ``now`` (``None``: every one), oldest first, each with its run's batches;
@@ -494,6 +532,7 @@ class ClientRuntime:
     def _abort_open_runs(self, time_ms: int) -> None:
         """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them); one
         whose end was dropped (lineage's queue was full) says so in its ``errorMessage``."""
+        self._release_ends()
         self._release_starts(None)
         runs, self._runs = dict(self._runs), {}
         ends = []
