@@ -6,14 +6,16 @@ Run as ``python -m tests.connect_client '<json>'`` (:func:`run_client` does); th
 server), ``confs`` (set on the remote builder), ``settings`` (set with ``spark.conf.set`` once connected),
 ``tag``, ``lineage`` (when given: :func:`spark_lineage.enable`'s settings, for the client's own lineage),
 ``more_writes`` (run :func:`more_writes` after the pipeline, with ``kafka`` when given), ``failing_sql`` (a
-statement run last, meant to fail), and what :func:`pipeline` takes. It prints the client's session id as its
-last line.
+statement run last, meant to fail), ``kill`` (the process kills itself with SIGKILL once lineage's worker has
+analyzed every action, instead of stopping), and what :func:`pipeline` takes. It prints the client's session id
+as its last line.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -116,7 +118,7 @@ def write_people(data: str) -> None:
 def run_client(args: dict[str, Any], python: str = sys.executable) -> str:
     """Run the pipeline as a client in a process of its own, with ``python`` (one with PySpark's Connect client:
     :func:`tests.support.client_python`), as ``args`` says (see the module's docstring); returns its Connect
-    session id."""
+    session id. With ``kill`` in ``args``, the process must end killed by SIGKILL."""
     done = subprocess.run(
         [python, "-m", "tests.connect_client", json.dumps(args)],
         cwd=Path(__file__).resolve().parent.parent,
@@ -127,7 +129,7 @@ def run_client(args: dict[str, Any], python: str = sys.executable) -> str:
         timeout=CLIENT_TIMEOUT_SECONDS,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == (-signal.SIGKILL if args.get("kill") else 0), done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -143,10 +145,11 @@ def main(argv: list[str]) -> None:
         spark.addTag(args["tag"])
     for key, value in args.get("settings", {}).items():
         spark.conf.set(key, value)
+    handle = None
     if "lineage" in args:  # the client's own lineage (a server that runs none)
         import spark_lineage
 
-        spark_lineage.enable(spark, **args["lineage"])
+        handle = spark_lineage.enable(spark, **args["lineage"])
     pipeline(spark, args["user"], args["data"], args["out"], args["iceberg"], args.get("jdbc"))
     if args.get("more_writes"):
         more_writes(spark, args["user"], args["out"], args["iceberg"], args.get("jdbc"), args.get("kafka"))
@@ -156,6 +159,11 @@ def main(argv: list[str]) -> None:
         except Exception as error:  # noqa: BLE001 - it is meant to fail
             print(f"FAILED AS MEANT: {type(error).__name__}")
     session_id = spark.client._session_id
+    if args.get("kill"):
+        print(session_id, flush=True)
+        if handle is not None:
+            handle._runtime.worker.flush(60)  # every action's events are made, and kept or spooled
+        os.kill(os.getpid(), signal.SIGKILL)
     spark.stop()
     print(session_id)
 

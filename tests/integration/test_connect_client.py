@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -343,3 +346,68 @@ def test_a_kafka_topic_written_and_read_back_is_named_as_the_server_side_names_i
     reads = [job for job, (inputs, _) in client.items() if topic in inputs]
     assert (len(writes), len(reads)) == (1, 1), sorted(client)
     assert client[reads[0]][1] == {("file", f"{runs.out}/{CLASSIC}/from_kafka", "null", "OVERWRITE")}
+
+
+KILLED = "kay"
+"""The user of the client that is killed outright."""
+
+
+def test_a_client_killed_outright_after_its_writes_loses_none_of_their_lineage(
+    spark: Any, runs: Runs, tmp_path: Path
+) -> None:
+    """The client's process is killed (SIGKILL) right after the pipeline's writes, their events kept for the spool
+    delay (``python.connect.spoolDelayMillis``) and nothing sent yet (``sendDelayMillis``): ``spark-lineage
+    replay`` of its spool finds them in the dead process's journal and delivers each write's START and COMPLETE,
+    with the outputs and job names the client that lived reported for the same writes."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_people(str(data))
+    spool = tmp_path / "spool"
+    receiver = LineageReceiver()
+    try:
+        port = spark.conf.get("spark.connect.grpc.binding.port")
+        run_client(
+            {
+                "url": f"sc://127.0.0.1:{port}/;user_id={KILLED}",
+                "user": KILLED,
+                "data": str(data),
+                "out": runs.out,
+                "iceberg": False,
+                "jdbc": None,
+                "lineage": {
+                    "transport": {"type": "http", "url": receiver.url},
+                    "python": {
+                        "spool": {"dir": str(spool)},
+                        "connect": {"spoolDelayMillis": 600_000, "sendDelayMillis": 600_000},
+                    },
+                },
+                "kill": True,
+            },
+            _client_python(spark),
+        )
+        assert receiver.events == []
+        assert len(list(spool.glob("kept-*.journal"))) == 1
+        replayed = subprocess.run(
+            [sys.executable, "-m", "spark_lineage.cli", "replay", "--spool", str(spool), "--timeout", "60"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert replayed.returncode == 0, replayed.stderr[-3000:]
+    finally:
+        receiver.close()
+        for table in ("people", "paris"):
+            spark.sql(f"DROP TABLE IF EXISTS {KILLED}_{table}")
+    assert not receiver.invalid, receiver.invalid
+    for event in receiver.events:
+        validate_event(event)
+    assert list(spool.glob("kept-*.journal")) == []
+    assert [e["eventType"] for e in app_events(receiver.events)] == ["START"]  # its end died with the process
+    text = json.dumps(receiver.events)
+    as_user = json.loads(text.replace(f"/{KILLED}/", f"/{USER}/").replace(f"{KILLED}_", f"{USER}_"))
+    assert [[e["eventType"] for e in run] for run in _runs(as_user).values()] == [["START", "COMPLETE"]] * 5
+    killed = {job: outputs for job, (_, outputs) in _lineage(as_user).items()}
+    lived = {job: outputs for job, (_, outputs) in _lineage(runs.client).items()}
+    assert len(killed) == 5
+    assert killed == {job: lived[job] for job in killed}
