@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,18 @@ class DeltaApp:
     """The bootstrap servers of the broker the Kafka to Delta pipeline ran against (``None``: it did not run)."""
 
     def runs(self, job: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        """The runs of the job named ``APP.<job>``, in order, each as its START and COMPLETE events."""
+        """The runs of the job named ``APP.<job>``, in the order they started, each as its START and COMPLETE
+        events. (Not in the order their events came: with several HTTP lanes, each sends a run's events, and two
+        runs spooled together, as a Connect client keeps an action's events for the next ones', may come in either
+        order.)"""
         by_run: dict[str, list[dict[str, Any]]] = {}
         for event in query_events(self.events):
             if event["job"]["name"] == f"{APP}.{job}":
                 by_run.setdefault(event["run"]["runId"], []).append(event)
         for events in by_run.values():
             assert run_ends([e["eventType"] for e in events]) == ("START", "COMPLETE"), job
-        return [(events[0], events[-1]) for events in by_run.values()]
+        runs = [(events[0], events[-1]) for events in by_run.values()]
+        return sorted(runs, key=lambda run: _epoch_ms(run[0]["eventTime"]))
 
     def complete(self, job: str) -> dict[str, Any]:
         """The COMPLETE event of the job's only run."""
@@ -84,6 +89,10 @@ def app(tmp_path_factory: pytest.TempPathFactory, kafka: Any) -> Iterator[DeltaA
 
 def _ids(event: dict[str, Any], kind: str) -> list[tuple[str, str]]:
     return sorted((d["namespace"], d["name"]) for d in event[kind])
+
+
+def _epoch_ms(event_time: str) -> int:
+    return round(datetime.fromisoformat(event_time.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 def _one(event: dict[str, Any], kind: str) -> dict[str, Any]:
