@@ -156,10 +156,10 @@ class LineageConfig:
     """``python.connect.resolveSchemas``: a Spark Connect client reporting its own actions asks the server for
     the schema of what each write writes (one round trip per write, on lineage's worker thread)."""
     connect_start_delay_millis: float = 1000.0
-    """``python.connect.startDelayMillis``: how long a Spark Connect client reporting its own actions may hold an
-    action's START (its time stays the request's) to spool and send it with the action's end, in one
-    transaction and one send: an action that ends sooner costs one of each instead of two; ``0`` sends each START
-    at once."""
+    """``python.connect.startDelayMillis`` (with no spool delay: ``connect_spool_delay_millis`` 0): how long a
+    Spark Connect client reporting its own actions may hold an action's START (its time stays the request's) to
+    spool and send it with the action's end, in one transaction and one send: an action that ends sooner costs
+    one of each instead of two; ``0`` sends each START at once."""
     connect_send_delay_millis: float = 1000.0
     """``python.connect.sendDelayMillis``: how long the sender of a Spark Connect client reporting its own actions
     lets spooled events wait for more before it sends them (the events are on disk meanwhile): the events of the
@@ -167,9 +167,9 @@ class LineageConfig:
     sends each action's events as they are spooled."""
     connect_spool_delay_millis: float = 1000.0
     """``python.connect.spoolDelayMillis``: how long a Spark Connect client reporting its own actions keeps an
-    ended action's events, to spool them with those of the actions that end meanwhile in one transaction (written
-    to a journal meanwhile, which the next process to open the spool recovers should this one be killed: see
-    :mod:`spark_lineage.delivery.journal`); ``0`` spools each action's events as it ends."""
+    action's events (its START from when it is sent, its end's), to spool them with what the next actions keep
+    in one transaction (written to a journal meanwhile, which the next process to open the spool recovers should
+    this one be killed: see :mod:`spark_lineage.delivery.journal`); ``0`` spools each action's end as it comes."""
     column_lineage: ColumnLineageConfig | None = ColumnLineageConfig()
     """``None`` when the ``columnLineage`` facet is disabled: plans are then read without expressions."""
     producer: str | None = None

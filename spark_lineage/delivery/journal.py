@@ -1,8 +1,9 @@
 """The journal of the events a delivery keeps in memory before it spools them, so that keeping them loses none.
 
-A Spark Connect client's delivery keeps each ended action's events a while (``python.connect.spoolDelayMillis``)
-to spool several actions' in one transaction (:meth:`~spark_lineage.delivery.Delivery.keep`). Each kept batch
-is first appended to a file of the delivery's own in the spool's directory, in one write: a process killed
+A Spark Connect client's delivery keeps each action's events a while (``python.connect.spoolDelayMillis``: its
+START from when it is sent, its end's) to spool several actions' in one transaction
+(:meth:`~spark_lineage.delivery.Delivery.keep`). Each kept batch is first appended to a file of the delivery's
+own in the spool's directory, in one write: a process killed
 outright (``SIGKILL``) while events are kept leaves them there, and whoever opens that spool next (a session, or
 ``spark-lineage replay``) puts them in it (:func:`recover`). Once the kept events are spooled, the journal is
 emptied; at the delivery's close it is removed.

@@ -657,7 +657,9 @@ def test_an_action_that_ends_within_the_start_delay_spools_its_start_with_its_en
 def test_an_action_still_running_has_its_start_spooled_before_its_end(tmp_path: Any, delay: float) -> None:
     """An action still running when the delay is up has its START spooled then (the worker's timer, with no
     flush); with no delay, when the action is sent."""
-    runtime, spark, events, handle = _make_runtime(tmp_path, connect_start_delay_millis=delay)
+    runtime, spark, events, handle = _make_runtime(
+        tmp_path, connect_start_delay_millis=delay, connect_spool_delay_millis=0.0
+    )
     try:
         batches = _spooled_batches(runtime)
         _, stream = _send(spark, "insert_into")
@@ -690,10 +692,10 @@ _ACTION = ["START", "COMPLETE"]
     ("delay", "kept", "before", "after"),
     [
         (600_000.0, 64, [], [_ACTION * 3]),
-        (600_000.0, 2, [_ACTION * 2], [_ACTION * 2, _ACTION]),
+        (600_000.0, 4, [_ACTION * 2], [_ACTION * 2, _ACTION]),
         (0.0, 64, [_ACTION] * 3, [_ACTION] * 3),
     ],
-    ids=["held-until-the-flush", "at-most-ends-kept", "no-delay"],
+    ids=["held-until-the-flush", "at-most-kept", "no-delay"],
 )
 def test_actions_that_end_within_the_spool_delay_are_spooled_in_one_transaction(
     tmp_path: Any,
@@ -704,11 +706,11 @@ def test_actions_that_end_within_the_spool_delay_are_spooled_in_one_transaction(
     after: list[list[str]],
 ) -> None:
     """``python.connect.spoolDelayMillis``: the events of the actions that end within it wait in memory and go in
-    one spool transaction, once the delay is up, :data:`ENDS_KEPT` actions' are held, or a flush comes; with no
+    one spool transaction, once the delay is up, :data:`KEPT_AT_MOST` batches are kept, or a flush comes; with no
     delay, each action's as it ends. Each run's START comes before its end, and every event arrives."""
     from spark_lineage.connect.client import runtime as runtime_module
 
-    monkeypatch.setattr(runtime_module, "ENDS_KEPT", kept)
+    monkeypatch.setattr(runtime_module, "KEPT_AT_MOST", kept)
     runtime, spark, events, handle = _make_runtime(tmp_path, connect_spool_delay_millis=delay)
     try:
         batches = _spooled_batches(runtime)
@@ -722,6 +724,30 @@ def test_actions_that_end_within_the_spool_delay_are_spooled_in_one_transaction(
         assert runs[0::2] == runs[1::2] and len(set(runs)) == 3
         for event in sent:
             validate_event(event)
+    finally:
+        handle.disable(timeout=10)
+
+
+def test_an_actions_start_is_kept_in_the_journal_from_when_it_is_sent_until_it_is_spooled(tmp_path: Any) -> None:
+    """With the spool delay, an action's START is made when its request is sent and kept, journaled (a kill
+    loses it not), and spooled with its end in one transaction; the journal is emptied then."""
+    runtime, spark, events, handle = _make_runtime(tmp_path, connect_spool_delay_millis=600_000.0)
+    try:
+        batches = _spooled_batches(runtime)
+        _, stream = _send(spark, "insert_into")
+        assert next(stream) == "schema"  # sent, still running
+        assert runtime.worker.flush(10)
+        (journal,) = (tmp_path / "spool").glob("kept-*.journal")
+        kept = [json.loads(line.split("\t", 1)[1]) for line in journal.read_text().splitlines()]
+        assert [(e["eventType"], e["job"]["name"].rsplit(".", 1)[-1]) for e in kept] == [("START", "wh_t_out")]
+        validate_event(kept[0])
+        assert batches == []
+        assert list(stream) == []
+        sent = events()
+        assert [e["eventType"] for e in sent[1:]] == _ACTION
+        assert sent[1] == kept[0]
+        assert batches == [_ACTION]
+        assert journal.stat().st_size == 0
     finally:
         handle.disable(timeout=10)
 
@@ -826,7 +852,9 @@ def test_a_flush_waits_for_room_in_a_full_queue_and_returns_once_the_starts_held
     those STARTs are delivered."""
     import threading
 
-    runtime, spark, _, handle = _make_runtime(tmp_path, queue_size=2, connect_start_delay_millis=600_000.0)
+    runtime, spark, _, handle = _make_runtime(
+        tmp_path, queue_size=2, connect_start_delay_millis=600_000.0, connect_spool_delay_millis=0.0
+    )
     try:
         _, stream = _send(spark, "insert_into")
         assert next(stream) == "schema"  # sent, and left unread: its START is held
@@ -920,13 +948,13 @@ def test_beyond_the_actions_kept_the_oldest_waiting_one_is_aborted(
     for stream in streams:
         assert next(stream) == "schema"  # sent, and left unread
     runtime.worker.flush(10)
-    # Each START was held for its end (python.connect.startDelayMillis): the evicted run's goes with its ABORT,
-    # the other's when the events are flushed.
+    # Each START was kept when its action was sent (python.connect.spoolDelayMillis): the ABORT of the evicted run
+    # is spooled after both.
     sent = events()
     assert [(e["job"]["name"].rsplit(".", 1)[1], e["eventType"]) for e in sent[1:]] == [
         ("wh_t_out", "START"),
-        ("wh_t_out", "ABORT"),
         ("data_out", "START"),
+        ("wh_t_out", "ABORT"),
     ]
     for event in sent:
         validate_event(event)

@@ -77,9 +77,9 @@ log = logging.getLogger("spark_lineage")
 
 RUNS_KEPT = 10_000
 """Actions still running that one session keeps at most; beyond, the oldest one's run ends ABORT."""
-ENDS_KEPT = 64
-"""Ended actions whose events one session keeps for ``python.connect.spoolDelayMillis`` at most; with more, they
-are spooled at once."""
+KEPT_AT_MOST = 128
+"""Batches of events (an action's START, an action's end) one session keeps for ``python.connect.spoolDelayMillis``
+at most; with more, they are spooled at once."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class _Ended:
 
 @dataclass(frozen=True)
 class _Release:
-    """Spool the STARTs and the ended actions' events still held (:meth:`ClientRuntime.flush`)."""
+    """Spool the events kept and the STARTs held (:meth:`ClientRuntime.flush`)."""
 
 
 @dataclass(frozen=True)
@@ -228,11 +228,10 @@ class ClientRuntime:
         self._held_starts: dict[int, _ActionRun] = {}
         """Runs whose START waits for their end (oldest first): see ``python.connect.startDelayMillis``."""
         self._start_delay = config.connect_start_delay_millis / 1000
-        self._ends_kept = 0
-        """Ended actions whose events the delivery keeps, to spool together: see
-        ``python.connect.spoolDelayMillis``."""
-        self._ends_due: float | None = None
-        """When (``time.monotonic()``) the ended actions' events kept are to be spooled."""
+        self._kept = 0
+        """Batches of events the delivery keeps, to spool together: see ``python.connect.spoolDelayMillis``."""
+        self._kept_due: float | None = None
+        """When (``time.monotonic()``) the events kept are to be spooled."""
         self._spool_delay = config.connect_spool_delay_millis / 1000
         self._unreported_ends: dict[int, str] = {}
         """Actions whose end lineage's queue had no room for, and why (their runs end ABORT with the session)."""
@@ -380,7 +379,7 @@ class ClientRuntime:
         elif isinstance(item, _Ended):
             self._finished(item)
         elif isinstance(item, _Release):
-            self._release_ends()
+            self._release_kept()
             self._release_starts(None)
         else:
             self._abort_open_runs(item.time_ms)
@@ -438,7 +437,9 @@ class ClientRuntime:
             lifecycle=runs.lifecycle,
         )
         self._runs[sent.token] = run
-        if self._start_delay > 0:
+        if self._spool_delay > 0:  # kept (journaled) with what the next actions' ends keep
+            self._keep(self._start(run), run.batches)
+        elif self._start_delay > 0:
             run.start_due = time.monotonic() + self._start_delay
             self._held_starts[sent.token] = run
         else:
@@ -465,28 +466,29 @@ class ClientRuntime:
             )
             run.outputs_changed = True
         state = RunState.COMPLETE if ended.error is None else RunState.FAIL
-        self._hold_ends([*start, self._event(run, state, ended.time_ms, ended.error)], run.batches)
+        events = [*start, self._event(run, state, ended.time_ms, ended.error)]
+        if self._spool_delay > 0:
+            self._keep(events, run.batches)
+        else:
+            self._deliver(events, run.batches)
 
-    def _hold_ends(self, events: list[RunEvent], batches: RunBatches) -> None:
-        """An ended action's events: kept (journaled) to spool with those of the actions that end within the
-        spool delay, in one transaction; spooled at once without a delay, or with :data:`ENDS_KEPT` kept."""
+    def _keep(self, events: list[RunEvent], batches: RunBatches) -> None:
+        """Keep a run's events (journaled: see :meth:`Delivery.keep`) to spool with those the next actions keep
+        within the spool delay, in one transaction (at once, with :data:`KEPT_AT_MOST` batches kept)."""
         from spark_lineage.process import PROCESS
 
         PROCESS.finished(events)
-        if self._spool_delay <= 0:
-            self.delivery.submit_all(events, batches)
-            return
         self.delivery.keep(events, batches)
-        self._ends_kept += 1
-        if self._ends_due is None:
-            self._ends_due = time.monotonic() + self._spool_delay
-        if self._ends_kept >= ENDS_KEPT:
-            self._release_ends()
+        self._kept += 1
+        if self._kept_due is None:
+            self._kept_due = time.monotonic() + self._spool_delay
+        if self._kept >= KEPT_AT_MOST:
+            self._release_kept()
 
-    def _release_ends(self) -> None:
-        """Spool the ended actions' events kept, in one transaction."""
-        if self._ends_kept:
-            self._ends_kept, self._ends_due = 0, None
+    def _release_kept(self) -> None:
+        """Spool the events kept, in one transaction."""
+        if self._kept:
+            self._kept, self._kept_due = 0, None
             self.delivery.spool_kept()
 
     def _start(self, run: _ActionRun, held: bool = True) -> list[RunEvent]:
@@ -498,14 +500,14 @@ class ClientRuntime:
         return [run.start]
 
     def _due(self) -> float | None:
-        """The worker's timer: spool the ended actions' events held for the spool delay, and the STARTs whose end
-        did not come in time; how long until the next is due (``None``: nothing is held)."""
+        """The worker's timer: spool the events kept for the spool delay, and the STARTs whose end did not come
+        in time; how long until the next is due (``None``: nothing is kept or held)."""
         now = time.monotonic()
-        if self._ends_due is not None and self._ends_due <= now:
-            self._release_ends()
+        if self._kept_due is not None and self._kept_due <= now:
+            self._release_kept()
         starts = self._release_starts(now)
-        ends = None if self._ends_due is None else self._ends_due - now
-        return ends if starts is None else starts if ends is None else min(starts, ends)
+        kept = None if self._kept_due is None else self._kept_due - now
+        return kept if starts is None else starts if kept is None else min(starts, kept)
 
     def _release_starts(self, now: float | None) -> float | None:
         """Spool the held STARTs due by ``now`` (``None``: every one), oldest first, each with its run's batches;
@@ -532,7 +534,7 @@ class ClientRuntime:
     def _abort_open_runs(self, time_ms: int) -> None:
         """Actions still running when lineage ends: their runs end ABORT (the client stops waiting for them); one
         whose end was dropped (lineage's queue was full) says so in its ``errorMessage``."""
-        self._release_ends()
+        self._release_kept()
         self._release_starts(None)
         runs, self._runs = dict(self._runs), {}
         ends = []
