@@ -263,7 +263,8 @@ class Delivery:
 
     def keep(self, events: Sequence[Event], run: RunBatches | None = None) -> None:
         """:meth:`submit_all`, but the events wait, made, in memory for :meth:`spool_kept`, which spools every one
-        kept in one transaction (a Spark Connect client's actions that end close together). They are written
+        kept in one transaction (a Spark Connect client's actions close together: each START as it is sent, each
+        end's events as it ends). They are written
         to the delivery's journal first (one write), which the next process to open the spool reads should
         this one be killed meanwhile (see :mod:`~spark_lineage.delivery.journal`); where there can be no
         journal, or it cannot be written, they are spooled at once. Never raises."""
